@@ -1,0 +1,537 @@
+/*
+ * mla.h - libmla public API: Multi-head Latent Attention decode over a
+ * paged KV cache (BF16 or FP8) on NVIDIA GPUs, with a CPU reference backend.
+ *
+ * This header is the specification.  Anything not described here is not
+ * part of the published interface and may change without notice.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef MLA_H
+#define MLA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @cond INTERNAL */
+#if defined(MLA_BUILDING_LIBRARY) && defined(__GNUC__)
+#define MLA_API __attribute__((visibility("default")))
+#else
+#define MLA_API
+#endif
+/* CUstream and cudaStream_t point to this type.  Declared at file scope so
+ * that the prototypes below all name one type even without cuda.h (in C a
+ * struct first seen in a parameter list is local to that prototype). */
+struct CUstream_st;
+/** @endcond */
+
+/**
+ * @file mla.h
+ * @brief The whole public API of libmla.
+ *
+ * @mainpage libmla
+ *
+ * libmla computes absorbed Multi-head Latent Attention (DeepSeek-V2/V3
+ * style) for the decode phase of inference: a few query tokens per request
+ * attend over a long, paged, latent KV cache with one 576-wide row per
+ * token (512 "nope" dimensions followed by 64 RoPE dimensions); V is the
+ * first 512 dimensions of the same row.
+ *
+ * Objects, all opaque:
+ *  - ::mla_context_t binds a backend: a CUDA device or the CPU.
+ *  - ::mla_config_t  describes the model shape and the KV-cache format.
+ *  - ::mla_plan_t    is the frozen pipeline state for one config, batch
+ *                    size and maximum sequence length on one context.
+ *
+ * A decode step is then: mla_kv_append() to write the new latent rows
+ * into the cache, and mla_decode() to compute the attention output.
+ * Neither call allocates memory or synchronizes; on a CUDA context both
+ * are asynchronous on the caller's stream and may be captured into a
+ * CUDA graph.
+ *
+ * Conventions:
+ *  - Every function that can fail returns ::mla_status_t.  On failure it
+ *    writes nothing to any caller buffer and leaves a message readable
+ *    with mla_context_last_error() or mla_config_last_error().
+ *  - Destroy functions accept NULL.
+ *  - Tensors are dense, row-major, with the shapes given below.  On a
+ *    CUDA context every tensor argument is a device pointer (CUdeviceptr
+ *    cast to a pointer); on the CPU context every tensor is host memory.
+ *  - Streams are passed as `struct CUstream_st *` (the same type as
+ *    CUstream and cudaStream_t), so callers need no CUDA header.  NULL is
+ *    the legacy default stream.  The CPU backend ignores the stream and
+ *    runs synchronously.
+ */
+
+/* ------------------------------------------------------------------ */
+/** @defgroup version Version
+ *  @{ */
+
+/** Major version: changes only with an incompatible ABI (new SONAME). */
+#define MLA_VERSION_MAJOR 1
+/** Minor version: new functionality, backward compatible. */
+#define MLA_VERSION_MINOR 0
+/** Patch version: bug fixes only. */
+#define MLA_VERSION_PATCH 0
+/** The version as one number: major * 10000 + minor * 100 + patch. */
+#define MLA_VERSION_NUMBER \
+    (MLA_VERSION_MAJOR * 10000 + MLA_VERSION_MINOR * 100 + MLA_VERSION_PATCH)
+/** @cond INTERNAL */
+#define MLA_STR_(x) #x
+#define MLA_STR(x) MLA_STR_(x)
+/** @endcond */
+/** The version as a string, "major.minor.patch". */
+#define MLA_VERSION_STRING \
+    MLA_STR(MLA_VERSION_MAJOR) "." MLA_STR(MLA_VERSION_MINOR) "." MLA_STR(MLA_VERSION_PATCH)
+
+/**
+ * @brief Run-time version of the library actually loaded.
+ * @return MLA_VERSION_NUMBER as it was when the library was built.
+ *         Compare with the macro to detect a header/library mismatch.
+ */
+MLA_API unsigned mla_version_number(void);
+
+/**
+ * @brief Run-time version string of the library actually loaded.
+ * @return A static string such as "1.0.0"; never NULL.
+ */
+MLA_API const char *mla_version_string(void);
+
+/**
+ * @brief How the library was built.
+ * @return A static, NUL-terminated string of space-separated key=value
+ *         pairs, for example
+ *         "version=1.0.0 cuda=13.0 archs=sm_90a,sm_100a backends=cpu,cuda".
+ *         `archs=` lists the SM targets whose kernels are embedded (empty
+ *         when built without CUDA).  Never NULL.
+ */
+MLA_API const char *mla_build_info(void);
+
+/** @} */
+
+/* ------------------------------------------------------------------ */
+/** @defgroup status Status codes
+ *  @{ */
+
+/**
+ * @brief Result of every fallible call.  Values are frozen; new codes are
+ *        only ever appended.
+ */
+typedef enum mla_status {
+    MLA_STATUS_SUCCESS = 0,          /**< The call did what it was asked. */
+    MLA_STATUS_INVALID_ARGUMENT = 1, /**< NULL pointer, value out of range,
+                                          or a handle of the wrong kind. */
+    MLA_STATUS_NOT_SUPPORTED = 2,    /**< Valid request this build, backend or
+                                          device does not implement. */
+    MLA_STATUS_NO_DEVICE = 3,        /**< No CUDA driver, or no such device. */
+    MLA_STATUS_OUT_OF_MEMORY = 4,    /**< A host or device allocation failed
+                                          (only create functions allocate). */
+    MLA_STATUS_MISALIGNED = 5,       /**< A pointer lacks the alignment its
+                                          argument requires. */
+    MLA_STATUS_SIZE_MISMATCH = 6,    /**< A buffer size (e.g. workspace) is
+                                          smaller than required. */
+    MLA_STATUS_OUT_OF_BOUNDS = 7,    /**< A sequence length exceeds the block
+                                          table or the plan, or a block-table
+                                          entry or slot exceeds the cache. */
+    MLA_STATUS_DRIVER_TOO_OLD = 8,   /**< The CUDA driver lacks an entry point
+                                          the library needs. */
+    MLA_STATUS_NO_KERNEL_IMAGE = 9,  /**< The device's architecture has no
+                                          kernel embedded in this build. */
+    MLA_STATUS_CUDA_ERROR = 10,      /**< A CUDA driver call failed; the
+                                          message names it. */
+    MLA_STATUS_INTERNAL_ERROR = 11   /**< A bug in libmla; please report it. */
+} mla_status_t;
+
+/**
+ * @brief Describe a status code.
+ * @param status Any value, valid or not.
+ * @return A static short English description; "unknown status" for values not in
+ *         ::mla_status_t.  Never NULL.
+ */
+MLA_API const char *mla_status_string(mla_status_t status);
+
+/** @} */
+
+/* ------------------------------------------------------------------ */
+/** @defgroup context Contexts
+ *  @{ */
+
+/** Opaque backend binding: a CUDA device or the CPU. */
+typedef struct mla_context mla_context_t;
+
+/** Device ordinal that selects the CPU reference backend. */
+#define MLA_DEVICE_CPU (-1)
+
+/**
+ * @brief Create a context on a CUDA device or on the CPU.
+ *
+ * For a device ordinal >= 0 the CUDA driver (libcuda.so.1) is loaded at
+ * run time, the device's primary context is retained, and the kernels
+ * embedded for its architecture are loaded.  All later calls on the
+ * context make that primary context current for their duration.
+ *
+ * @param[out] ctx    Receives the new context; set to NULL on failure.
+ * @param device      CUDA device ordinal, or ::MLA_DEVICE_CPU.
+ * @return ::MLA_STATUS_SUCCESS;
+ *         ::MLA_STATUS_INVALID_ARGUMENT if @p ctx is NULL or @p device < -1;
+ *         ::MLA_STATUS_NO_DEVICE without a driver or with no such device;
+ *         ::MLA_STATUS_DRIVER_TOO_OLD if the driver lacks an entry point;
+ *         ::MLA_STATUS_NO_KERNEL_IMAGE if no kernel matches the device;
+ *         ::MLA_STATUS_NOT_SUPPORTED if built without CUDA kernels;
+ *         ::MLA_STATUS_OUT_OF_MEMORY; ::MLA_STATUS_CUDA_ERROR.
+ *         Use mla_status_string(); no context exists to hold a message.
+ */
+MLA_API mla_status_t mla_context_create(mla_context_t **ctx, int device);
+
+/**
+ * @brief Destroy a context.  Plans made on it must be destroyed first.
+ * @param ctx Context, or NULL (no-op).
+ */
+MLA_API void mla_context_destroy(mla_context_t *ctx);
+
+/**
+ * @brief Text of the last error reported on this context, or by a plan,
+ *        decode or append call that used it.
+ * @param ctx Context, or NULL.
+ * @return A NUL-terminated string owned by the context, "" after a
+ *         success; valid until the next call on the context.  Never NULL.
+ */
+MLA_API const char *mla_context_last_error(const mla_context_t *ctx);
+
+/** @} */
+
+/* ------------------------------------------------------------------ */
+/** @defgroup config Configs
+ *  @{ */
+
+/** Opaque description of the model shape, cache format and tuning. */
+typedef struct mla_config mla_config_t;
+
+/** KV-cache row formats. */
+typedef enum mla_kv_format {
+    /** 576 bf16 per token and KV head (1152 bytes). */
+    MLA_KV_BF16 = 0,
+    /** 576 e4m3 per token and KV head (576 bytes), nope and RoPE alike.
+     *  Dequantized value = e4m3 * kv_scale [* block scale]; block scales,
+     *  when MLA_PARAM_SCALE_BLOCK_SIZE is not 0, are fp32 in a separate
+     *  paged array (see mla_decode()). */
+    MLA_KV_FP8_E4M3 = 1,
+    /** DeepSeek-V3.2 / vLLM "fp8_ds_mla" 656-byte row: 512 e4m3, then 4
+     *  fp32 scales (one per 128 nope channels), then 64 bf16 RoPE values.
+     *  nope value = e4m3 * scale[c / 128]; RoPE is unscaled.  The row
+     *  carries its own scales, so MLA_PARAM_KV_SCALE must be 1. */
+    MLA_KV_FP8_DS_MLA = 2
+} mla_kv_format_t;
+
+/**
+ * @brief Config parameters.  Integer parameters use mla_config_set_int(),
+ *        floating-point ones mla_config_set_float().  Values are frozen;
+ *        new parameters are only ever appended.
+ */
+typedef enum mla_param {
+    /** Query heads h_q, 1..128.  Default 128. */
+    MLA_PARAM_NUM_HEADS = 1,
+    /** KV heads h_kv; must divide h_q.  Default 1. */
+    MLA_PARAM_NUM_KV_HEADS = 2,
+    /** Query tokens per request (MTP / speculative decode), 1..8.
+     *  Default 1. */
+    MLA_PARAM_Q_LEN = 3,
+    /** Q/K head dimension.  Only 576 is supported.  Default 576. */
+    MLA_PARAM_HEAD_DIM_QK = 4,
+    /** V head dimension (V = first dims of the K row).  Only 512 is
+     *  supported.  Default 512. */
+    MLA_PARAM_HEAD_DIM_V = 5,
+    /** A ::mla_kv_format_t.  Default ::MLA_KV_BF16. */
+    MLA_PARAM_KV_FORMAT = 6,
+    /** Tokens per cache page: a power of two, 1..1024.  Default 64. */
+    MLA_PARAM_PAGE_SIZE = 7,
+    /** Channels per blockwise fp32 scale for ::MLA_KV_FP8_E4M3: 0 (no
+     *  block scales), 32, 64 or 128.  Must be 0 for other formats.
+     *  Default 0. */
+    MLA_PARAM_SCALE_BLOCK_SIZE = 8,
+    /** Non-zero: causal attention when q_len > 1, bottom-right aligned
+     *  (query i of n sees keys < len - n + 1 + i).  Default 0. */
+    MLA_PARAM_CAUSAL = 9,
+    /** Tuning: shared-memory pipeline stages; 0 = automatic.  Default 0. */
+    MLA_PARAM_NUM_KV_STAGES = 10,
+    /** Tuning: keys per KV tile, 0 = automatic, else 32 or 64.  Default 0. */
+    MLA_PARAM_BLOCK_N = 11,
+    /** Read-only: bytes of one cache row (one token of one KV head). */
+    MLA_PARAM_KV_ROW_BYTES = 12,
+    /** Read-only: fp32 block scales per cache row in the separate scale
+     *  array (0 when there is none). */
+    MLA_PARAM_SCALES_PER_ROW = 13,
+    /** Softmax scale (float); 0 = automatic, 1/sqrt(head_dim_qk).
+     *  Reading it returns the effective value.  Default 0. */
+    MLA_PARAM_SOFTMAX_SCALE = 100,
+    /** Per-tensor KV dequantization scale (float, finite, > 0) for
+     *  ::MLA_KV_FP8_E4M3; must be 1 for ::MLA_KV_BF16 and
+     *  ::MLA_KV_FP8_DS_MLA.  Default 1. */
+    MLA_PARAM_KV_SCALE = 101
+} mla_param_t;
+
+/**
+ * @brief Create a config holding the defaults listed in ::mla_param_t.
+ * @param[out] cfg Receives the new config; set to NULL on failure.
+ * @return ::MLA_STATUS_SUCCESS, ::MLA_STATUS_INVALID_ARGUMENT (NULL
+ *         @p cfg) or ::MLA_STATUS_OUT_OF_MEMORY.
+ */
+MLA_API mla_status_t mla_config_create(mla_config_t **cfg);
+
+/**
+ * @brief Destroy a config.  Plans made from it keep their own copy.
+ * @param cfg Config, or NULL (no-op).
+ */
+MLA_API void mla_config_destroy(mla_config_t *cfg);
+
+/**
+ * @brief Create an independent copy of a config.
+ * @param[out] dst Receives the copy; set to NULL on failure.
+ * @param src      Config to copy.
+ * @return ::MLA_STATUS_SUCCESS, ::MLA_STATUS_INVALID_ARGUMENT or
+ *         ::MLA_STATUS_OUT_OF_MEMORY.
+ */
+MLA_API mla_status_t mla_config_copy(mla_config_t **dst, const mla_config_t *src);
+
+/**
+ * @brief Set an integer parameter.
+ *
+ * Each value is checked on its own here; combinations (h_kv dividing h_q,
+ * a scale block size with a format) are checked by mla_plan_create().
+ *
+ * @param cfg   Config.
+ * @param param An integer ::mla_param_t.
+ * @param value New value.
+ * @return ::MLA_STATUS_SUCCESS;
+ *         ::MLA_STATUS_INVALID_ARGUMENT for a NULL @p cfg, an unknown,
+ *         read-only or floating-point @p param, or an out-of-range value;
+ *         ::MLA_STATUS_NOT_SUPPORTED for head dims other than 576/512.
+ *         On failure the config is unchanged.
+ */
+MLA_API mla_status_t mla_config_set_int(mla_config_t *cfg, mla_param_t param, int64_t value);
+
+/**
+ * @brief Read an integer parameter (read-only ones included).
+ * @param cfg        Config.
+ * @param param      An integer ::mla_param_t.
+ * @param[out] value Receives the value; untouched on failure.
+ * @return ::MLA_STATUS_SUCCESS or ::MLA_STATUS_INVALID_ARGUMENT.
+ */
+MLA_API mla_status_t mla_config_get_int(const mla_config_t *cfg, mla_param_t param, int64_t *value);
+
+/**
+ * @brief Set a floating-point parameter (::MLA_PARAM_SOFTMAX_SCALE,
+ *        ::MLA_PARAM_KV_SCALE).
+ * @param cfg   Config.
+ * @param param A floating-point ::mla_param_t.
+ * @param value New value: finite; softmax scale >= 0, KV scale > 0.
+ * @return ::MLA_STATUS_SUCCESS or ::MLA_STATUS_INVALID_ARGUMENT.
+ */
+MLA_API mla_status_t mla_config_set_float(mla_config_t *cfg, mla_param_t param, double value);
+
+/**
+ * @brief Read a floating-point parameter (the effective softmax scale).
+ * @param cfg        Config.
+ * @param param      A floating-point ::mla_param_t.
+ * @param[out] value Receives the value; untouched on failure.
+ * @return ::MLA_STATUS_SUCCESS or ::MLA_STATUS_INVALID_ARGUMENT.
+ */
+MLA_API mla_status_t mla_config_get_float(const mla_config_t *cfg, mla_param_t param, double *value);
+
+/**
+ * @brief Text of the last error reported on this config.
+ * @param cfg Config, or NULL.
+ * @return NUL-terminated string owned by the config ("" after success).
+ *         Never NULL.
+ */
+MLA_API const char *mla_config_last_error(const mla_config_t *cfg);
+
+/** @} */
+
+/* ------------------------------------------------------------------ */
+/** @defgroup plan Plans
+ *  @{ */
+
+/** Opaque pipeline state for one shape: kernel choice, split-KV schedule
+ *  bounds and workspace layout. */
+typedef struct mla_plan mla_plan_t;
+
+/**
+ * @brief Validate a config for a context and freeze it into a plan.
+ *
+ * The plan copies the config.  It fixes the batch size and the largest
+ * sequence length that mla_decode() will accept; the actual lengths are
+ * read on the device at each call, so one plan (and one captured CUDA
+ * graph) serves every step whose lengths stay within @p max_seq_len.
+ *
+ * @param[out] plan   Receives the new plan; set to NULL on failure.
+ * @param ctx         Context the plan runs on.
+ * @param cfg         Config.
+ * @param batch       Requests per decode call, 1..65535.
+ * @param max_seq_len Largest cache length of any request, 1..2^24.
+ * @return ::MLA_STATUS_SUCCESS; ::MLA_STATUS_INVALID_ARGUMENT;
+ *         ::MLA_STATUS_NOT_SUPPORTED for a combination the backend lacks
+ *         (h_kv not dividing h_q, a scale block size with a format that
+ *         has none, a tuning override the device cannot run);
+ *         ::MLA_STATUS_OUT_OF_MEMORY.
+ */
+MLA_API mla_status_t mla_plan_create(mla_plan_t **plan, mla_context_t *ctx,
+                                     const mla_config_t *cfg, int32_t batch,
+                                     int32_t max_seq_len);
+
+/**
+ * @brief Destroy a plan.
+ * @param plan Plan, or NULL (no-op).
+ */
+MLA_API void mla_plan_destroy(mla_plan_t *plan);
+
+/**
+ * @brief Bytes of workspace mla_decode() needs with this plan.
+ *
+ * The workspace is caller-owned memory of the plan's backend (device
+ * memory on a CUDA context), 256-byte aligned, reused across calls; it
+ * must not be used by two calls in flight at once.  Its first bytes hold
+ * the status of the last call (see mla_workspace_status()).
+ *
+ * @param plan       Plan.
+ * @param[out] bytes Receives the size; never 0.
+ * @return ::MLA_STATUS_SUCCESS or ::MLA_STATUS_INVALID_ARGUMENT.
+ */
+MLA_API mla_status_t mla_plan_workspace_size(const mla_plan_t *plan, size_t *bytes);
+
+/** @} */
+
+/* ------------------------------------------------------------------ */
+/** @defgroup decode Decode and append
+ *  @{ */
+
+/**
+ * @brief Compute MLA decode attention for one layer and one step.
+ *
+ * Shapes (batch b, q_len n, h_q heads, h_kv KV heads, page size P):
+ *  - @p q: bf16 [b, n, h_q, 576], 16-byte aligned.  Query head h attends
+ *    to KV head h / (h_q / h_kv).
+ *  - @p kv_cache: [num_pages, P, h_kv, row] in the config's format, where
+ *    row is MLA_PARAM_KV_ROW_BYTES bytes; 16-byte aligned.
+ *  - @p kv_block_scales: fp32 [num_pages, P, h_kv, MLA_PARAM_SCALES_PER_ROW]
+ *    for ::MLA_KV_FP8_E4M3 with a scale block size; NULL otherwise.  Scale
+ *    j covers channels [j*g, (j+1)*g) of the row (the last block may be
+ *    short).  Powers of two are applied exactly; other values are applied
+ *    in fp32 and the product rounded to bf16.
+ *  - @p block_table: int32 [b, max_pages_per_seq]; logical page p of
+ *    request i is physical page block_table[i * max_pages_per_seq + p].
+ *  - @p seq_lens: int32 [b], the cache length of each request (the new
+ *    tokens included), 0..min(max_seq_len, max_pages_per_seq * P).
+ *  - @p out: bf16 [b, n, h_q, 512], 16-byte aligned.
+ *  - @p lse: NULL, or fp32 [b, h_q, n]: natural-log sum of exp of the
+ *    scaled scores of each query row.
+ *
+ * Semantics: scores are softmax_scale * kv_scale * q . k over 576 dims;
+ * causal masking (if configured and n > 1) is bottom-right aligned; a row
+ * that sees no key (length 0, or causal with len < n) gets output 0 and
+ * LSE +inf.  Cache rows at or past a request's length, page tails
+ * included, are never read into the result, whatever they hold.
+ *
+ * Validation: host-side arguments are checked before anything is queued.
+ * Device-resident values (lengths, block-table entries) are checked on the
+ * device before any output is written; if one is out of bounds the call
+ * writes no output at all and records ::MLA_STATUS_OUT_OF_BOUNDS in the
+ * workspace, readable with mla_workspace_status().  The CPU backend
+ * checks them on the host and returns the status directly.
+ *
+ * The call never allocates and never synchronizes; it is capturable into
+ * a CUDA graph, and a replayed graph follows the lengths then in
+ * @p seq_lens.
+ *
+ * @param plan              Plan.
+ * @param q                 Queries.
+ * @param kv_cache          Paged cache.
+ * @param kv_block_scales   Block scales, or NULL.
+ * @param num_pages         Pages in @p kv_cache (and @p kv_block_scales).
+ * @param block_table       Block table.
+ * @param max_pages_per_seq Row stride of @p block_table, >= 1.
+ * @param seq_lens          Sequence lengths.
+ * @param out               Output.
+ * @param lse               LSE output, or NULL.
+ * @param workspace         Workspace of mla_plan_workspace_size() bytes.
+ * @param workspace_size    Its size in bytes.
+ * @param stream            CUDA stream, or NULL; ignored on the CPU.
+ * @return ::MLA_STATUS_SUCCESS once queued (CPU: once done);
+ *         ::MLA_STATUS_INVALID_ARGUMENT; ::MLA_STATUS_MISALIGNED;
+ *         ::MLA_STATUS_SIZE_MISMATCH (workspace too small);
+ *         ::MLA_STATUS_OUT_OF_BOUNDS (CPU backend);
+ *         ::MLA_STATUS_CUDA_ERROR if a launch failed.
+ */
+MLA_API mla_status_t mla_decode(mla_plan_t *plan, const void *q, const void *kv_cache,
+                                const float *kv_block_scales, int64_t num_pages,
+                                const int32_t *block_table, int32_t max_pages_per_seq,
+                                const int32_t *seq_lens, void *out, float *lse,
+                                void *workspace, size_t workspace_size,
+                                struct CUstream_st *stream);
+
+/**
+ * @brief Read the device-side status recorded in a workspace by the last
+ *        mla_decode() that used it.
+ *
+ * This call synchronizes with the device (it copies a few bytes back);
+ * use it in tests and error paths, not per step.
+ *
+ * @param plan               Plan the workspace was used with.
+ * @param workspace          Workspace.
+ * @param[out] device_status Receives ::MLA_STATUS_SUCCESS or
+ *                           ::MLA_STATUS_OUT_OF_BOUNDS.
+ * @return ::MLA_STATUS_SUCCESS if the status was read;
+ *         ::MLA_STATUS_INVALID_ARGUMENT; ::MLA_STATUS_MISALIGNED (workspace
+ *         not 256-byte aligned); ::MLA_STATUS_CUDA_ERROR.
+ */
+MLA_API mla_status_t mla_workspace_status(const mla_plan_t *plan, const void *workspace,
+                                          mla_status_t *device_status);
+
+/**
+ * @brief Write new latent rows into the paged cache, quantizing them to
+ *        the config's format.
+ *
+ * Row i of @p latent (bf16 [n, h_kv, 576], 16-byte aligned) goes to cache
+ * slot @p slots[i] (int64; slot = page * page_size + offset).  A negative
+ * slot marks padding and is skipped.
+ *
+ * Quantization (FP8 formats): for each group of channels sharing a block
+ * scale (the whole row without block scales; 128 nope channels for
+ * ::MLA_KV_FP8_DS_MLA), the block scale is the smallest power of two s
+ * with amax / (kv_scale * s) <= 448 (1 when amax is 0), and each value is
+ * stored as e4m3(x / (kv_scale * s)), rounded to nearest even and
+ * saturated to +-448 (NaN stays NaN).  Without block scales s is 1.
+ * DS_MLA RoPE values are copied as bf16.  The GPU and CPU backends
+ * produce identical bytes.
+ *
+ * @param ctx             Context whose backend owns the buffers.
+ * @param cfg             Config giving format, page size, h_kv and scales.
+ * @param kv_cache        Paged cache, as in mla_decode().
+ * @param kv_block_scales Block scales, as in mla_decode(), or NULL.
+ * @param num_pages       Pages in the cache.
+ * @param latent          New rows.
+ * @param slots           Destination slots, int64 [n].
+ * @param n               Number of rows, >= 0.
+ * @param stream          CUDA stream, or NULL; ignored on the CPU.
+ * @return ::MLA_STATUS_SUCCESS; ::MLA_STATUS_INVALID_ARGUMENT;
+ *         ::MLA_STATUS_MISALIGNED; ::MLA_STATUS_NOT_SUPPORTED;
+ *         ::MLA_STATUS_OUT_OF_BOUNDS (CPU: a slot past the cache, nothing
+ *         written; CUDA: such rows are skipped, since slots live on the
+ *         device); ::MLA_STATUS_CUDA_ERROR.
+ */
+MLA_API mla_status_t mla_kv_append(mla_context_t *ctx, const mla_config_t *cfg,
+                                   void *kv_cache, float *kv_block_scales, int64_t num_pages,
+                                   const void *latent, const int64_t *slots, int64_t n,
+                                   struct CUstream_st *stream);
+
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MLA_H */

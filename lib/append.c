@@ -1,0 +1,59 @@
+/* append.c - argument validation and dispatch of mla_kv_append().
+ * SPDX-License-Identifier: MIT */
+#include <stdint.h>
+
+#include "internal.h"
+
+#define ALIGNED(p, a) ((((uintptr_t)(p)) & ((uintptr_t)(a) - 1)) == 0)
+
+mla_status_t mla_kv_append(mla_context_t *ctx, const mla_config_t *cfg, void *kv_cache,
+                           float *kv_block_scales, int64_t num_pages, const void *latent,
+                           const int64_t *slots, int64_t n, struct CUstream_st *stream)
+{
+    if (!ctx || ctx->magic != MLA_MAGIC_CONTEXT)
+        return MLA_STATUS_INVALID_ARGUMENT;
+    char *err = ctx->err;
+    mla__clear(err);
+    if (!cfg || cfg->magic != MLA_MAGIC_CONFIG)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT, "mla_kv_append: invalid config");
+    mla_status_t st = mla__shape_validate(&cfg->s, err);
+    if (st != MLA_STATUS_SUCCESS)
+        return st;
+    if (n < 0)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT, "mla_kv_append: n %lld < 0",
+                         (long long)n);
+    if (num_pages < 1)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT, "mla_kv_append: num_pages %lld < 1",
+                         (long long)num_pages);
+    int64_t rows_per_page = (int64_t)cfg->s.page_size * cfg->s.num_kv_heads;
+    if (num_pages > INT64_MAX / rows_per_page / 1152)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
+                         "mla_kv_append: num_pages %lld is too large", (long long)num_pages);
+    if (!kv_cache)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT, "mla_kv_append: kv_cache is NULL");
+    if (n > 0 && (!latent || !slots))
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT, "mla_kv_append: %s is NULL",
+                         latent ? "slots" : "latent");
+    int need_scales = mla__scales_per_row(&cfg->s) > 0;
+    if (need_scales && !kv_block_scales)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
+                         "mla_kv_append: kv_block_scales is NULL but the config has block scales");
+    if (!need_scales && kv_block_scales)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
+                         "mla_kv_append: kv_block_scales given but the config has no block scales");
+    if (!ALIGNED(kv_cache, 16) || (latent && !ALIGNED(latent, 16)) ||
+        (slots && !ALIGNED(slots, 8)) || (kv_block_scales && !ALIGNED(kv_block_scales, 4)))
+        return mla__fail(err, MLA_STATUS_MISALIGNED,
+                         "mla_kv_append: kv_cache and latent need 16-byte, slots 8-byte, "
+                         "kv_block_scales 4-byte alignment");
+    if (n == 0)
+        return MLA_STATUS_SUCCESS;
+
+    struct mla_append_args a = {
+        .kv = kv_cache, .scales = kv_block_scales, .num_pages = num_pages,
+        .latent = latent, .slots = slots, .n = n, .stream = stream,
+    };
+    if (ctx->backend == MLA_BACKEND_CPU)
+        return mla__cpu_append(&cfg->s, ctx->cpu_threads, &a, err);
+    return mla__gpu_append(ctx, &cfg->s, &a);
+}

@@ -1,0 +1,61 @@
+/* context.c - backend binding: a CUDA device or the CPU.
+ * SPDX-License-Identifier: MIT */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* Worker threads of the CPU backend: MLA_CPU_THREADS, else online cores. */
+static int cpu_threads(void)
+{
+    const char *env = getenv("MLA_CPU_THREADS");
+    long n = env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    if (n > 256)
+        n = 256;
+    return (int)n;
+}
+
+mla_status_t mla_context_create(mla_context_t **ctx, int device)
+{
+    if (!ctx)
+        return MLA_STATUS_INVALID_ARGUMENT;
+    *ctx = NULL;
+    if (device < MLA_DEVICE_CPU)
+        return MLA_STATUS_INVALID_ARGUMENT;
+    mla_context_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return MLA_STATUS_OUT_OF_MEMORY;
+    c->magic = MLA_MAGIC_CONTEXT;
+    c->device = device;
+    c->cpu_threads = cpu_threads();
+    if (device == MLA_DEVICE_CPU) {
+        c->backend = MLA_BACKEND_CPU;
+    } else {
+        c->backend = MLA_BACKEND_CUDA;
+        mla_status_t st = mla__gpu_context_init(c, device);
+        if (st != MLA_STATUS_SUCCESS) {
+            c->magic = MLA_MAGIC_DEAD;
+            free(c);
+            return st;
+        }
+    }
+    *ctx = c;
+    return MLA_STATUS_SUCCESS;
+}
+
+void mla_context_destroy(mla_context_t *ctx)
+{
+    if (!ctx || ctx->magic != MLA_MAGIC_CONTEXT)
+        return;
+    if (ctx->backend == MLA_BACKEND_CUDA)
+        mla__gpu_context_fini(ctx);
+    ctx->magic = MLA_MAGIC_DEAD;
+    free(ctx);
+}
+
+const char *mla_context_last_error(const mla_context_t *ctx)
+{
+    return ctx && ctx->magic == MLA_MAGIC_CONTEXT ? ctx->err : "";
+}

@@ -1,0 +1,98 @@
+/* decode.c - argument validation and dispatch of mla_decode() and
+ * mla_workspace_status().
+ * SPDX-License-Identifier: MIT */
+#include <stdint.h>
+
+#include "internal.h"
+
+#define ALIGNED(p, a) ((((uintptr_t)(p)) & ((uintptr_t)(a) - 1)) == 0)
+
+static mla_status_t check_align(char *err, const void *p, unsigned a, const char *name)
+{
+    if (p && !ALIGNED(p, a))
+        return mla__fail(err, MLA_STATUS_MISALIGNED, "mla_decode: %s is not %u-byte aligned",
+                         name, a);
+    return MLA_STATUS_SUCCESS;
+}
+
+mla_status_t mla_decode(mla_plan_t *plan, const void *q, const void *kv_cache,
+                        const float *kv_block_scales, int64_t num_pages,
+                        const int32_t *block_table, int32_t max_pages_per_seq,
+                        const int32_t *seq_lens, void *out, float *lse, void *workspace,
+                        size_t workspace_size, struct CUstream_st *stream)
+{
+    if (!plan || plan->magic != MLA_MAGIC_PLAN || !plan->ctx ||
+        plan->ctx->magic != MLA_MAGIC_CONTEXT)
+        return MLA_STATUS_INVALID_ARGUMENT;
+    mla_context_t *ctx = plan->ctx;
+    char *err = ctx->err;
+    mla_status_t st;
+    mla__clear(err);
+
+    const struct { const void *p; const char *name; } req[] = {
+        {q, "q"}, {kv_cache, "kv_cache"}, {block_table, "block_table"},
+        {seq_lens, "seq_lens"}, {out, "out"}, {workspace, "workspace"},
+    };
+    for (size_t i = 0; i < sizeof(req) / sizeof(req[0]); i++)
+        if (!req[i].p)
+            return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT, "mla_decode: %s is NULL",
+                             req[i].name);
+    int need_scales = mla__scales_per_row(&plan->s) > 0;
+    if (need_scales && !kv_block_scales)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
+                         "mla_decode: kv_block_scales is NULL but the config has block "
+                         "scales (scale_block_size %d)", plan->s.scale_block);
+    if (!need_scales && kv_block_scales)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
+                         "mla_decode: kv_block_scales given but the config has no block scales");
+    if (num_pages < 1)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT, "mla_decode: num_pages %lld < 1",
+                         (long long)num_pages);
+    if (max_pages_per_seq < 1)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
+                         "mla_decode: max_pages_per_seq %d < 1", max_pages_per_seq);
+    /* The cache must be addressable with 64-bit byte offsets. */
+    int64_t rows_per_page = (int64_t)plan->s.page_size * plan->s.num_kv_heads;
+    if (num_pages > INT64_MAX / rows_per_page / 1152)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
+                         "mla_decode: num_pages %lld is too large", (long long)num_pages);
+
+    if ((st = check_align(err, q, 16, "q")) || (st = check_align(err, kv_cache, 16, "kv_cache")) ||
+        (st = check_align(err, out, 16, "out")) ||
+        (st = check_align(err, workspace, 256, "workspace")) ||
+        (st = check_align(err, block_table, 4, "block_table")) ||
+        (st = check_align(err, seq_lens, 4, "seq_lens")) ||
+        (st = check_align(err, lse, 4, "lse")) ||
+        (st = check_align(err, kv_block_scales, 4, "kv_block_scales")))
+        return st;
+    if (workspace_size < plan->workspace_bytes)
+        return mla__fail(err, MLA_STATUS_SIZE_MISMATCH,
+                         "mla_decode: workspace_size %zu < %zu needed (mla_plan_workspace_size)",
+                         workspace_size, plan->workspace_bytes);
+
+    struct mla_decode_args a = {
+        .q = q, .kv = kv_cache, .scales = kv_block_scales, .num_pages = num_pages,
+        .block_table = block_table, .max_pages_per_seq = max_pages_per_seq,
+        .seq_lens = seq_lens, .out = out, .lse = lse, .workspace = workspace,
+        .workspace_size = workspace_size, .stream = stream,
+    };
+    if (ctx->backend == MLA_BACKEND_CPU)
+        return mla__cpu_decode(plan, &a, err);
+    return mla__gpu_decode(plan, &a);
+}
+
+mla_status_t mla_workspace_status(const mla_plan_t *plan, const void *workspace,
+                                  mla_status_t *device_status)
+{
+    if (!plan || plan->magic != MLA_MAGIC_PLAN || !workspace || !device_status)
+        return MLA_STATUS_INVALID_ARGUMENT;
+    if (!ALIGNED(workspace, 256))
+        return mla__ctx_fail(plan->ctx, MLA_STATUS_MISALIGNED,
+                             "mla_workspace_status: workspace is not 256-byte aligned");
+    if (plan->ctx->backend == MLA_BACKEND_CPU) {
+        int32_t v = *(const int32_t *)workspace;
+        *device_status = (mla_status_t)v;
+        return MLA_STATUS_SUCCESS;
+    }
+    return mla__gpu_workspace_status(plan, workspace, device_status);
+}

@@ -1,0 +1,134 @@
+/*
+ * internal.h - private structures and cross-module functions of libmla.
+ * Nothing here is exported; internal helpers use the mla__ prefix.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef MLA_INTERNAL_H
+#define MLA_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mla.h"
+
+#define MLA_ERRMSG_LEN 512
+
+/* Handle magics: a wrong or freed handle is reported, not dereferenced
+ * further than its first word. */
+#define MLA_MAGIC_CONTEXT 0x4d4c4143u /* "MLAC" */
+#define MLA_MAGIC_CONFIG 0x4d4c4146u  /* "MLAF" */
+#define MLA_MAGIC_PLAN 0x4d4c4150u    /* "MLAP" */
+#define MLA_MAGIC_DEAD 0xdeadbeefu
+
+/* The validated shape carried by configs and plans. */
+struct mla_shape {
+    int32_t num_heads;     /* h_q */
+    int32_t num_kv_heads;  /* h_kv */
+    int32_t q_len;
+    int32_t head_dim_qk;   /* 576 */
+    int32_t head_dim_v;    /* 512 */
+    int32_t kv_format;     /* mla_kv_format_t */
+    int32_t page_size;
+    int32_t scale_block;   /* 0, 32, 64, 128 */
+    int32_t causal;
+    int32_t num_kv_stages; /* 0 = auto */
+    int32_t block_n;       /* 0 = auto */
+    double softmax_scale;  /* 0 = auto */
+    double kv_scale;
+};
+
+struct mla_config {
+    uint32_t magic;
+    struct mla_shape s;
+    char err[MLA_ERRMSG_LEN];
+};
+
+enum mla_backend { MLA_BACKEND_CPU = 0, MLA_BACKEND_CUDA = 1 };
+
+struct mla_gpu_context; /* lib/gpu_context.c */
+struct mla_gpu_plan;    /* lib/gpu_plan.c */
+
+struct mla_context {
+    uint32_t magic;
+    int device;                  /* ordinal, or MLA_DEVICE_CPU */
+    enum mla_backend backend;
+    int cpu_threads;             /* worker threads of the CPU backend */
+    struct mla_gpu_context *gpu; /* NULL on the CPU backend */
+    char err[MLA_ERRMSG_LEN];
+};
+
+struct mla_plan {
+    uint32_t magic;
+    mla_context_t *ctx;
+    struct mla_shape s;
+    int32_t batch;
+    int32_t max_seq_len;
+    size_t workspace_bytes;
+    struct mla_gpu_plan *gpu;    /* NULL on the CPU backend */
+};
+
+/* Arguments of one decode call, after host-side validation. */
+struct mla_decode_args {
+    const void *q;
+    const void *kv;
+    const float *scales;
+    int64_t num_pages;
+    const int32_t *block_table;
+    int32_t max_pages_per_seq;
+    const int32_t *seq_lens;
+    void *out;
+    float *lse;
+    void *workspace;
+    size_t workspace_size;
+    struct CUstream_st *stream;
+};
+
+/* Arguments of one append call, after host-side validation. */
+struct mla_append_args {
+    void *kv;
+    float *scales;
+    int64_t num_pages;
+    const void *latent;
+    const int64_t *slots;
+    int64_t n;
+    struct CUstream_st *stream;
+};
+
+/* ---- errors (lib/error.c) ---- */
+/* Format a message into buf (MLA_ERRMSG_LEN) and return status. */
+mla_status_t mla__fail(char *buf, mla_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define mla__ctx_fail(ctx, st, ...) mla__fail((ctx)->err, (st), __VA_ARGS__)
+void mla__clear(char *buf);
+
+/* ---- shape helpers (lib/config.c) ---- */
+void mla__shape_defaults(struct mla_shape *s);
+/* Checks combinations; writes a message into err on failure. */
+mla_status_t mla__shape_validate(const struct mla_shape *s, char *err);
+int32_t mla__row_bytes(const struct mla_shape *s);
+int32_t mla__scales_per_row(const struct mla_shape *s);
+double mla__softmax_scale(const struct mla_shape *s);
+
+/* ---- CPU backend (lib/cpu_decode.c, lib/cpu_append.c) ---- */
+/* Lengths and block-table entries are validated here, before any write. */
+mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_args *a, char *err);
+mla_status_t mla__cpu_append(const struct mla_shape *s, int threads,
+                             const struct mla_append_args *a, char *err);
+size_t mla__cpu_workspace_bytes(const struct mla_shape *s, int32_t batch, int32_t max_seq_len);
+
+/* ---- CUDA backend (lib/gpu_*.c; lib/no_gpu.c when built without CUDA) ---- */
+mla_status_t mla__gpu_context_init(mla_context_t *ctx, int device);
+void mla__gpu_context_fini(mla_context_t *ctx);
+mla_status_t mla__gpu_plan_init(mla_plan_t *plan);
+void mla__gpu_plan_fini(mla_plan_t *plan);
+mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a);
+mla_status_t mla__gpu_append(mla_context_t *ctx, const struct mla_shape *s,
+                             const struct mla_append_args *a);
+mla_status_t mla__gpu_workspace_status(const mla_plan_t *plan, const void *workspace,
+                                       mla_status_t *st);
+/* Space-separated SM targets embedded, e.g. "sm_90a,sm_100a"; "" if none. */
+const char *mla__gpu_archs(void);
+
+#endif /* MLA_INTERNAL_H */

@@ -1,0 +1,518 @@
+/* test_api.c - argument validation, config round trips, plans, status
+ * strings and versions, through the public API only.
+ * SPDX-License-Identifier: MIT */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mla.h"
+
+/* ---- version and status ------------------------------------------------ */
+
+START_TEST(version_matches)
+{
+    ck_assert_uint_eq(mla_version_number(), MLA_VERSION_NUMBER);
+    ck_assert_str_eq(mla_version_string(), MLA_VERSION_STRING);
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%d.%d.%d", MLA_VERSION_MAJOR, MLA_VERSION_MINOR,
+             MLA_VERSION_PATCH);
+    ck_assert_str_eq(mla_version_string(), buf);
+    const char *info = mla_build_info();
+    ck_assert_ptr_nonnull(info);
+    ck_assert_ptr_nonnull(strstr(info, "version=" MLA_VERSION_STRING));
+    ck_assert_ptr_nonnull(strstr(info, "archs="));
+    ck_assert_ptr_nonnull(strstr(info, "backends=cpu"));
+}
+END_TEST
+
+START_TEST(status_strings)
+{
+    const char *seen[16] = {0};
+    for (int s = MLA_STATUS_SUCCESS; s <= MLA_STATUS_INTERNAL_ERROR; s++) {
+        const char *t = mla_status_string((mla_status_t)s);
+        ck_assert_ptr_nonnull(t);
+        ck_assert_str_ne(t, "unknown status");
+        for (int j = 0; j < s; j++)
+            ck_assert_str_ne(t, seen[j]);
+        seen[s] = t;
+    }
+    ck_assert_str_eq(mla_status_string((mla_status_t)-1), "unknown status");
+    ck_assert_str_eq(mla_status_string((mla_status_t)12), "unknown status");
+    ck_assert_str_eq(mla_status_string((mla_status_t)1000000), "unknown status");
+    /* Frozen values. */
+    ck_assert_int_eq(MLA_STATUS_SUCCESS, 0);
+    ck_assert_int_eq(MLA_STATUS_OUT_OF_BOUNDS, 7);
+    ck_assert_int_eq(MLA_STATUS_INTERNAL_ERROR, 11);
+    ck_assert_int_eq(MLA_KV_FP8_DS_MLA, 2);
+    ck_assert_int_eq(MLA_PARAM_KV_SCALE, 101);
+}
+END_TEST
+
+/* ---- contexts ------------------------------------------------------------ */
+
+START_TEST(context_args)
+{
+    mla_context_t *ctx = (mla_context_t *)0x1;
+    ck_assert_int_eq(mla_context_create(NULL, MLA_DEVICE_CPU), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_context_create(&ctx, -2), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_ptr_null(ctx);
+    ck_assert_int_eq(mla_context_create(&ctx, MLA_DEVICE_CPU), MLA_STATUS_SUCCESS);
+    ck_assert_ptr_nonnull(ctx);
+    ck_assert_str_eq(mla_context_last_error(ctx), "");
+    ck_assert_str_eq(mla_context_last_error(NULL), "");
+    mla_context_destroy(ctx);
+    mla_context_destroy(NULL);
+}
+END_TEST
+
+/* Host-only program: a GPU may or may not be present; either answer is a
+ * clean status, never a crash.  A huge ordinal never exists. */
+START_TEST(context_no_such_device)
+{
+    mla_context_t *ctx = (mla_context_t *)0x1;
+    mla_status_t st = mla_context_create(&ctx, 4096);
+    ck_assert_msg(st == MLA_STATUS_NO_DEVICE || st == MLA_STATUS_NOT_SUPPORTED,
+                  "device 4096: %s", mla_status_string(st));
+    ck_assert_ptr_null(ctx);
+}
+END_TEST
+
+/* ---- configs ---------------------------------------------------------------- */
+
+static mla_config_t *new_config(void)
+{
+    mla_config_t *cfg = NULL;
+    ck_assert_int_eq(mla_config_create(&cfg), MLA_STATUS_SUCCESS);
+    ck_assert_ptr_nonnull(cfg);
+    return cfg;
+}
+
+static int64_t geti(const mla_config_t *cfg, mla_param_t p)
+{
+    int64_t v = -12345;
+    ck_assert_int_eq(mla_config_get_int(cfg, p, &v), MLA_STATUS_SUCCESS);
+    return v;
+}
+
+START_TEST(config_defaults)
+{
+    mla_config_t *cfg = new_config();
+    ck_assert_int_eq(geti(cfg, MLA_PARAM_NUM_HEADS), 128);
+    ck_assert_int_eq(geti(cfg, MLA_PARAM_NUM_KV_HEADS), 1);
+    ck_assert_int_eq(geti(cfg, MLA_PARAM_Q_LEN), 1);
+    ck_assert_int_eq(geti(cfg, MLA_PARAM_HEAD_DIM_QK), 576);
+    ck_assert_int_eq(geti(cfg, MLA_PARAM_HEAD_DIM_V), 512);
+    ck_assert_int_eq(geti(cfg, MLA_PARAM_KV_FORMAT), MLA_KV_BF16);
+    ck_assert_int_eq(geti(cfg, MLA_PARAM_PAGE_SIZE), 64);
+    ck_assert_int_eq(geti(cfg, MLA_PARAM_SCALE_BLOCK_SIZE), 0);
+    ck_assert_int_eq(geti(cfg, MLA_PARAM_CAUSAL), 0);
+    ck_assert_int_eq(geti(cfg, MLA_PARAM_NUM_KV_STAGES), 0);
+    ck_assert_int_eq(geti(cfg, MLA_PARAM_BLOCK_N), 0);
+    ck_assert_int_eq(geti(cfg, MLA_PARAM_KV_ROW_BYTES), 1152);
+    ck_assert_int_eq(geti(cfg, MLA_PARAM_SCALES_PER_ROW), 0);
+    double d = 0;
+    ck_assert_int_eq(mla_config_get_float(cfg, MLA_PARAM_SOFTMAX_SCALE, &d), MLA_STATUS_SUCCESS);
+    ck_assert_double_eq_tol(d, 1.0 / sqrt(576.0), 1e-15);
+    ck_assert_int_eq(mla_config_get_float(cfg, MLA_PARAM_KV_SCALE, &d), MLA_STATUS_SUCCESS);
+    ck_assert_double_eq(d, 1.0);
+    mla_config_destroy(cfg);
+}
+END_TEST
+
+struct int_case {
+    mla_param_t p;
+    int64_t value;
+    mla_status_t want;
+};
+
+static const struct int_case int_cases[] = {
+    {MLA_PARAM_NUM_HEADS, 1, MLA_STATUS_SUCCESS},
+    {MLA_PARAM_NUM_HEADS, 128, MLA_STATUS_SUCCESS},
+    {MLA_PARAM_NUM_HEADS, 0, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_PARAM_NUM_HEADS, 129, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_PARAM_NUM_HEADS, -1, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_PARAM_NUM_KV_HEADS, 8, MLA_STATUS_SUCCESS},
+    {MLA_PARAM_NUM_KV_HEADS, 0, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_PARAM_Q_LEN, 8, MLA_STATUS_SUCCESS},
+    {MLA_PARAM_Q_LEN, 9, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_PARAM_Q_LEN, 0, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_PARAM_HEAD_DIM_QK, 576, MLA_STATUS_SUCCESS},
+    {MLA_PARAM_HEAD_DIM_QK, 512, MLA_STATUS_NOT_SUPPORTED},
+    {MLA_PARAM_HEAD_DIM_QK, 0, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_PARAM_HEAD_DIM_V, 512, MLA_STATUS_SUCCESS},
+    {MLA_PARAM_HEAD_DIM_V, 128, MLA_STATUS_NOT_SUPPORTED},
+    {MLA_PARAM_KV_FORMAT, MLA_KV_FP8_DS_MLA, MLA_STATUS_SUCCESS},
+    {MLA_PARAM_KV_FORMAT, 3, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_PARAM_KV_FORMAT, -1, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_PARAM_PAGE_SIZE, 1, MLA_STATUS_SUCCESS},
+    {MLA_PARAM_PAGE_SIZE, 1024, MLA_STATUS_SUCCESS},
+    {MLA_PARAM_PAGE_SIZE, 2048, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_PARAM_PAGE_SIZE, 48, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_PARAM_PAGE_SIZE, 0, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_PARAM_SCALE_BLOCK_SIZE, 32, MLA_STATUS_SUCCESS},
+    {MLA_PARAM_SCALE_BLOCK_SIZE, 16, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_PARAM_CAUSAL, 1, MLA_STATUS_SUCCESS},
+    {MLA_PARAM_NUM_KV_STAGES, 4, MLA_STATUS_SUCCESS},
+    {MLA_PARAM_NUM_KV_STAGES, 9, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_PARAM_BLOCK_N, 32, MLA_STATUS_SUCCESS},
+    {MLA_PARAM_BLOCK_N, 48, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_PARAM_KV_ROW_BYTES, 576, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_PARAM_SCALES_PER_ROW, 5, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_PARAM_SOFTMAX_SCALE, 1, MLA_STATUS_INVALID_ARGUMENT},
+    {(mla_param_t)0, 1, MLA_STATUS_INVALID_ARGUMENT},
+    {(mla_param_t)99, 1, MLA_STATUS_INVALID_ARGUMENT},
+};
+
+START_TEST(config_set_int_cases)
+{
+    const struct int_case *c = &int_cases[_i];
+    mla_config_t *cfg = new_config();
+    int64_t before = -1;
+    int readable = mla_config_get_int(cfg, c->p, &before) == MLA_STATUS_SUCCESS;
+    mla_status_t st = mla_config_set_int(cfg, c->p, c->value);
+    ck_assert_msg(st == c->want, "param %d value %lld: got %s, want %s", (int)c->p,
+                  (long long)c->value, mla_status_string(st), mla_status_string(c->want));
+    if (st == MLA_STATUS_SUCCESS) {
+        ck_assert_str_eq(mla_config_last_error(cfg), "");
+        int64_t v = geti(cfg, c->p);
+        ck_assert_int_eq(v, c->p == MLA_PARAM_CAUSAL ? (c->value != 0) : c->value);
+    } else {
+        ck_assert_str_ne(mla_config_last_error(cfg), "");
+        if (readable) /* unchanged on failure */
+            ck_assert_int_eq(geti(cfg, c->p), before);
+    }
+    mla_config_destroy(cfg);
+}
+END_TEST
+
+START_TEST(config_floats)
+{
+    mla_config_t *cfg = new_config();
+    double d = 0;
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_SOFTMAX_SCALE, 0.125), MLA_STATUS_SUCCESS);
+    ck_assert_int_eq(mla_config_get_float(cfg, MLA_PARAM_SOFTMAX_SCALE, &d), MLA_STATUS_SUCCESS);
+    ck_assert_double_eq(d, 0.125);
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_SOFTMAX_SCALE, -1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_SOFTMAX_SCALE, NAN), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_SOFTMAX_SCALE, INFINITY), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_config_get_float(cfg, MLA_PARAM_SOFTMAX_SCALE, &d), MLA_STATUS_SUCCESS);
+    ck_assert_double_eq(d, 0.125);
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_SOFTMAX_SCALE, 0), MLA_STATUS_SUCCESS);
+    ck_assert_int_eq(mla_config_get_float(cfg, MLA_PARAM_SOFTMAX_SCALE, &d), MLA_STATUS_SUCCESS);
+    ck_assert_double_eq_tol(d, 1.0 / 24.0, 1e-15);
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_KV_SCALE, 0.5), MLA_STATUS_SUCCESS);
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_KV_SCALE, 0), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_KV_SCALE, -2), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_config_get_float(cfg, MLA_PARAM_KV_SCALE, &d), MLA_STATUS_SUCCESS);
+    ck_assert_double_eq(d, 0.5);
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_NUM_HEADS, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_config_get_float(cfg, MLA_PARAM_NUM_HEADS, &d), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_config_get_float(cfg, MLA_PARAM_KV_SCALE, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_config_set_float(NULL, MLA_PARAM_KV_SCALE, 1), MLA_STATUS_INVALID_ARGUMENT);
+    mla_config_destroy(cfg);
+}
+END_TEST
+
+START_TEST(config_copy_and_nulls)
+{
+    mla_config_t *cfg = new_config(), *cp = (mla_config_t *)0x1;
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_KV_FORMAT, MLA_KV_FP8_E4M3), 0);
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_SCALE_BLOCK_SIZE, 128), 0);
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_NUM_HEADS, 16), 0);
+    ck_assert_int_eq(mla_config_copy(&cp, cfg), MLA_STATUS_SUCCESS);
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_NUM_HEADS, 32), 0);
+    ck_assert_int_eq(geti(cp, MLA_PARAM_NUM_HEADS), 16);
+    ck_assert_int_eq(geti(cp, MLA_PARAM_KV_ROW_BYTES), 576);
+    ck_assert_int_eq(geti(cp, MLA_PARAM_SCALES_PER_ROW), 5);
+    ck_assert_int_eq(mla_config_set_int(cp, MLA_PARAM_SCALE_BLOCK_SIZE, 32), 0);
+    ck_assert_int_eq(geti(cp, MLA_PARAM_SCALES_PER_ROW), 18);
+    ck_assert_int_eq(mla_config_set_int(cp, MLA_PARAM_KV_FORMAT, MLA_KV_FP8_DS_MLA), 0);
+    ck_assert_int_eq(geti(cp, MLA_PARAM_KV_ROW_BYTES), 656);
+    ck_assert_int_eq(geti(cp, MLA_PARAM_SCALES_PER_ROW), 0);
+    mla_config_destroy(cp);
+
+    int64_t v;
+    ck_assert_int_eq(mla_config_create(NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_config_copy(NULL, cfg), MLA_STATUS_INVALID_ARGUMENT);
+    cp = (mla_config_t *)0x1;
+    ck_assert_int_eq(mla_config_copy(&cp, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_ptr_null(cp);
+    ck_assert_int_eq(mla_config_set_int(NULL, MLA_PARAM_NUM_HEADS, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_config_get_int(NULL, MLA_PARAM_NUM_HEADS, &v), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_config_get_int(cfg, MLA_PARAM_NUM_HEADS, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_config_get_int(cfg, (mla_param_t)77, &v), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(NULL), "");
+    mla_config_destroy(NULL);
+    mla_config_destroy(cfg);
+}
+END_TEST
+
+/* ---- plans ---------------------------------------------------------------- */
+
+START_TEST(plan_args)
+{
+    mla_context_t *ctx = NULL;
+    ck_assert_int_eq(mla_context_create(&ctx, MLA_DEVICE_CPU), 0);
+    mla_config_t *cfg = new_config();
+    mla_plan_t *plan = (mla_plan_t *)0x1;
+    size_t ws = 0;
+
+    ck_assert_int_eq(mla_plan_create(NULL, ctx, cfg, 1, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_plan_create(&plan, NULL, cfg, 1, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_ptr_null(plan);
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, NULL, 1, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_ne(mla_context_last_error(ctx), "");
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 0, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 65536, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 1, 0), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 1, (1 << 24) + 1), MLA_STATUS_INVALID_ARGUMENT);
+    /* Unsupported combinations. */
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_NUM_KV_HEADS, 3), 0);
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 1, 1), MLA_STATUS_NOT_SUPPORTED);
+    ck_assert_ptr_nonnull(strstr(mla_context_last_error(ctx), "divide"));
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_NUM_KV_HEADS, 2), 0);
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_SCALE_BLOCK_SIZE, 64), 0);
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 1, 1), MLA_STATUS_NOT_SUPPORTED);
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_SCALE_BLOCK_SIZE, 0), 0);
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_KV_SCALE, 2.0), 0);
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 1, 1), MLA_STATUS_NOT_SUPPORTED);
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_KV_FORMAT, MLA_KV_FP8_E4M3), 0);
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 7, 4096), MLA_STATUS_SUCCESS);
+    ck_assert_ptr_nonnull(plan);
+    ck_assert_str_eq(mla_context_last_error(ctx), "");
+    ck_assert_int_eq(mla_plan_workspace_size(plan, &ws), MLA_STATUS_SUCCESS);
+    ck_assert_uint_ge(ws, 256);
+    ck_assert_int_eq(mla_plan_workspace_size(plan, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_plan_workspace_size(NULL, &ws), MLA_STATUS_INVALID_ARGUMENT);
+    /* The plan holds its own copy of the config. */
+    mla_config_destroy(cfg);
+    mla_plan_destroy(plan);
+    mla_plan_destroy(NULL);
+    mla_context_destroy(ctx);
+}
+END_TEST
+
+/* ---- decode and append argument validation -------------------------------- */
+
+/* A small valid CPU problem whose buffers the tests break one at a time. */
+struct fixture {
+    mla_context_t *ctx;
+    mla_config_t *cfg;
+    mla_plan_t *plan;
+    uint16_t *q;
+    uint8_t *kv;
+    float *scales;
+    int32_t table[4];
+    int32_t lens[2];
+    uint16_t *out;
+    float lse[2 * 16];
+    void *ws;
+    size_t ws_size;
+};
+
+enum { FX_HEADS = 16, FX_BATCH = 2, FX_PAGES = 4, FX_PAGE = 16 };
+
+static void fx_init(struct fixture *f, int fp8_blockwise)
+{
+    memset(f, 0, sizeof(*f));
+    ck_assert_int_eq(mla_context_create(&f->ctx, MLA_DEVICE_CPU), 0);
+    f->cfg = new_config();
+    ck_assert_int_eq(mla_config_set_int(f->cfg, MLA_PARAM_NUM_HEADS, FX_HEADS), 0);
+    ck_assert_int_eq(mla_config_set_int(f->cfg, MLA_PARAM_PAGE_SIZE, FX_PAGE), 0);
+    if (fp8_blockwise) {
+        ck_assert_int_eq(mla_config_set_int(f->cfg, MLA_PARAM_KV_FORMAT, MLA_KV_FP8_E4M3), 0);
+        ck_assert_int_eq(mla_config_set_int(f->cfg, MLA_PARAM_SCALE_BLOCK_SIZE, 64), 0);
+    }
+    ck_assert_int_eq(mla_plan_create(&f->plan, f->ctx, f->cfg, FX_BATCH, 32), 0);
+    ck_assert_int_eq(mla_plan_workspace_size(f->plan, &f->ws_size), 0);
+    f->q = aligned_alloc(64, FX_BATCH * FX_HEADS * 576 * 2);
+    f->kv = aligned_alloc(64, FX_PAGES * FX_PAGE * 1152);
+    f->scales = aligned_alloc(64, FX_PAGES * FX_PAGE * 9 * sizeof(float));
+    f->out = aligned_alloc(64, FX_BATCH * FX_HEADS * 512 * 2);
+    f->ws = aligned_alloc(256, (f->ws_size + 255) / 256 * 256);
+    ck_assert(f->q && f->kv && f->scales && f->out && f->ws);
+    for (int i = 0; i < FX_BATCH * FX_HEADS * 576; i++)
+        f->q[i] = 0x3c00; /* bf16 0.0078125 */
+    memset(f->kv, 0x3c, FX_PAGES * FX_PAGE * 1152);
+    for (int i = 0; i < FX_PAGES * FX_PAGE * 9; i++)
+        f->scales[i] = 1.0f;
+    f->table[0] = 3; f->table[1] = 1; f->table[2] = 0; f->table[3] = 2;
+    f->lens[0] = 20; f->lens[1] = 5;
+    memset(f->out, 0xA5, FX_BATCH * FX_HEADS * 512 * 2);
+    memset(f->lse, 0xA5, sizeof(f->lse));
+}
+
+static void fx_fini(struct fixture *f)
+{
+    mla_plan_destroy(f->plan);
+    mla_config_destroy(f->cfg);
+    mla_context_destroy(f->ctx);
+    free(f->q); free(f->kv); free(f->scales); free(f->out); free(f->ws);
+}
+
+static int untouched(const struct fixture *f)
+{
+    const uint8_t *o = (const uint8_t *)f->out, *l = (const uint8_t *)f->lse;
+    for (size_t i = 0; i < FX_BATCH * FX_HEADS * 512 * 2; i++)
+        if (o[i] != 0xA5)
+            return 0;
+    for (size_t i = 0; i < sizeof(f->lse); i++)
+        if (l[i] != 0xA5)
+            return 0;
+    return 1;
+}
+
+#define DECODE(f, q, kv, sc, np, tab, mp, lens, out, lse, ws, wss) \
+    mla_decode((f)->plan, q, kv, sc, np, tab, mp, lens, out, lse, ws, wss, NULL)
+
+START_TEST(decode_args)
+{
+    struct fixture f;
+    fx_init(&f, 0);
+    const char *bq = (const char *)f.q;
+    /* Each bad argument: its status, a message, nothing written. */
+    struct { mla_status_t got, want; } r[] = {
+        {DECODE(&f, NULL, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_INVALID_ARGUMENT},
+        {DECODE(&f, f.q, NULL, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_INVALID_ARGUMENT},
+        {DECODE(&f, f.q, f.kv, NULL, 4, NULL, 2, f.lens, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_INVALID_ARGUMENT},
+        {DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, NULL, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_INVALID_ARGUMENT},
+        {DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, f.lens, NULL, f.lse, f.ws, f.ws_size), MLA_STATUS_INVALID_ARGUMENT},
+        {DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, NULL, f.ws_size), MLA_STATUS_INVALID_ARGUMENT},
+        {DECODE(&f, f.q, f.kv, f.scales, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_INVALID_ARGUMENT},
+        {DECODE(&f, f.q, f.kv, NULL, 0, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_INVALID_ARGUMENT},
+        {DECODE(&f, f.q, f.kv, NULL, -4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_INVALID_ARGUMENT},
+        {DECODE(&f, f.q, f.kv, NULL, 4, f.table, 0, f.lens, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_INVALID_ARGUMENT},
+        {DECODE(&f, bq + 2, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_MISALIGNED},
+        {DECODE(&f, f.q, f.kv + 8, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_MISALIGNED},
+        {DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, f.lens, (char *)f.out + 4, f.lse, f.ws, f.ws_size), MLA_STATUS_MISALIGNED},
+        {DECODE(&f, f.q, f.kv, NULL, 4, (int32_t *)((char *)f.table + 1), 2, f.lens, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_MISALIGNED},
+        {DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, f.lens, f.out, (float *)((char *)f.lse + 2), f.ws, f.ws_size), MLA_STATUS_MISALIGNED},
+        {DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, (char *)f.ws + 16, f.ws_size), MLA_STATUS_MISALIGNED},
+        {DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size - 1), MLA_STATUS_SIZE_MISMATCH},
+        {DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, 0), MLA_STATUS_SIZE_MISMATCH},
+        {mla_decode(NULL, f.q, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size, NULL), MLA_STATUS_INVALID_ARGUMENT},
+    };
+    for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+        ck_assert_msg(r[i].got == r[i].want, "case %zu: got %s, want %s", i,
+                      mla_status_string(r[i].got), mla_status_string(r[i].want));
+        ck_assert_msg(untouched(&f), "case %zu wrote output", i);
+    }
+    ck_assert_str_ne(mla_context_last_error(f.ctx), "");
+
+    /* Lengths beyond the block table (2 pages of 16) or the plan (32). */
+    mla_status_t dst;
+    f.lens[0] = 33;
+    ck_assert_int_eq(DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_OUT_OF_BOUNDS);
+    ck_assert(untouched(&f));
+    ck_assert_int_eq(mla_workspace_status(f.plan, f.ws, &dst), 0);
+    ck_assert_int_eq(dst, MLA_STATUS_OUT_OF_BOUNDS);
+    f.lens[0] = 20;
+    ck_assert_int_eq(DECODE(&f, f.q, f.kv, NULL, 4, f.table, 1, f.lens, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_OUT_OF_BOUNDS);
+    ck_assert(untouched(&f));
+    f.lens[1] = -1;
+    ck_assert_int_eq(DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_OUT_OF_BOUNDS);
+    ck_assert(untouched(&f));
+    f.lens[1] = 5;
+    /* A block-table entry past the cache. */
+    f.table[1] = 4;
+    ck_assert_int_eq(DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_OUT_OF_BOUNDS);
+    ck_assert(untouched(&f));
+    f.table[1] = -1;
+    ck_assert_int_eq(DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_OUT_OF_BOUNDS);
+    ck_assert(untouched(&f));
+    ck_assert_ptr_nonnull(strstr(mla_context_last_error(f.ctx), "1"));
+    f.table[1] = 1;
+    /* An unused entry (request 1 only needs page 0) may hold anything. */
+    f.table[3] = 1000;
+    ck_assert_int_eq(DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_SUCCESS);
+    ck_assert(!untouched(&f));
+    ck_assert_int_eq(mla_workspace_status(f.plan, f.ws, &dst), 0);
+    ck_assert_int_eq(dst, MLA_STATUS_SUCCESS);
+    ck_assert_int_eq(mla_workspace_status(NULL, f.ws, &dst), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_workspace_status(f.plan, NULL, &dst), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_workspace_status(f.plan, f.ws, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    fx_fini(&f);
+}
+END_TEST
+
+START_TEST(decode_needs_scales)
+{
+    struct fixture f;
+    fx_init(&f, 1);
+    ck_assert_int_eq(DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert(untouched(&f));
+    ck_assert_int_eq(DECODE(&f, f.q, f.kv, (float *)((char *)f.scales + 2), 4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size), MLA_STATUS_MISALIGNED);
+    ck_assert(untouched(&f));
+    ck_assert_int_eq(DECODE(&f, f.q, f.kv, f.scales, 4, f.table, 2, f.lens, f.out, NULL, f.ws, f.ws_size), MLA_STATUS_SUCCESS);
+    fx_fini(&f);
+}
+END_TEST
+
+START_TEST(append_args)
+{
+    struct fixture f;
+    fx_init(&f, 0);
+    int64_t slots[2] = {5, 63};
+    uint8_t *copy = malloc(FX_PAGES * FX_PAGE * 1152);
+    memcpy(copy, f.kv, FX_PAGES * FX_PAGE * 1152);
+    const char *lat = (const char *)f.q;
+    struct { mla_status_t got, want; } r[] = {
+        {mla_kv_append(NULL, f.cfg, f.kv, NULL, 4, f.q, slots, 2, NULL), MLA_STATUS_INVALID_ARGUMENT},
+        {mla_kv_append(f.ctx, NULL, f.kv, NULL, 4, f.q, slots, 2, NULL), MLA_STATUS_INVALID_ARGUMENT},
+        {mla_kv_append(f.ctx, f.cfg, NULL, NULL, 4, f.q, slots, 2, NULL), MLA_STATUS_INVALID_ARGUMENT},
+        {mla_kv_append(f.ctx, f.cfg, f.kv, NULL, 4, NULL, slots, 2, NULL), MLA_STATUS_INVALID_ARGUMENT},
+        {mla_kv_append(f.ctx, f.cfg, f.kv, NULL, 4, f.q, NULL, 2, NULL), MLA_STATUS_INVALID_ARGUMENT},
+        {mla_kv_append(f.ctx, f.cfg, f.kv, NULL, 4, f.q, slots, -1, NULL), MLA_STATUS_INVALID_ARGUMENT},
+        {mla_kv_append(f.ctx, f.cfg, f.kv, NULL, 0, f.q, slots, 2, NULL), MLA_STATUS_INVALID_ARGUMENT},
+        {mla_kv_append(f.ctx, f.cfg, f.kv, f.scales, 4, f.q, slots, 2, NULL), MLA_STATUS_INVALID_ARGUMENT},
+        {mla_kv_append(f.ctx, f.cfg, f.kv + 4, NULL, 4, f.q, slots, 2, NULL), MLA_STATUS_MISALIGNED},
+        {mla_kv_append(f.ctx, f.cfg, f.kv, NULL, 4, lat + 2, slots, 2, NULL), MLA_STATUS_MISALIGNED},
+        {mla_kv_append(f.ctx, f.cfg, f.kv, NULL, 4, f.q, (int64_t *)((char *)slots + 4), 2, NULL), MLA_STATUS_MISALIGNED},
+        {mla_kv_append(f.ctx, f.cfg, f.kv, NULL, 3, f.q, slots, 2, NULL), MLA_STATUS_OUT_OF_BOUNDS},
+    };
+    for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+        ck_assert_msg(r[i].got == r[i].want, "case %zu: got %s, want %s", i,
+                      mla_status_string(r[i].got), mla_status_string(r[i].want));
+        ck_assert_msg(memcmp(copy, f.kv, FX_PAGES * FX_PAGE * 1152) == 0, "case %zu wrote", i);
+    }
+    ck_assert_int_eq(mla_kv_append(f.ctx, f.cfg, f.kv, NULL, 4, NULL, NULL, 0, NULL), MLA_STATUS_SUCCESS);
+    ck_assert_int_eq(mla_kv_append(f.ctx, f.cfg, f.kv, NULL, 4, f.q, slots, 2, NULL), MLA_STATUS_SUCCESS);
+    ck_assert_int_eq(memcmp(f.kv + 5 * 1152, f.q, 1152), 0);
+    ck_assert_int_eq(memcmp(f.kv + 63 * 1152, (const char *)f.q + 1152, 1152), 0);
+    free(copy);
+    fx_fini(&f);
+}
+END_TEST
+
+static Suite *api_suite(void)
+{
+    Suite *s = suite_create("api");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, version_matches);
+    tcase_add_test(tc, status_strings);
+    tcase_add_test(tc, context_args);
+    tcase_add_test(tc, context_no_such_device);
+    tcase_add_test(tc, config_defaults);
+    tcase_add_loop_test(tc, config_set_int_cases, 0, (int)(sizeof(int_cases) / sizeof(int_cases[0])));
+    tcase_add_test(tc, config_floats);
+    tcase_add_test(tc, config_copy_and_nulls);
+    tcase_add_test(tc, plan_args);
+    tcase_add_test(tc, decode_args);
+    tcase_add_test(tc, decode_needs_scales);
+    tcase_add_test(tc, append_args);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(api_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,183 @@
+/*
+ * gpu_decode.c - queue a decode (schedule, decode, combine) or a KV append
+ * on the caller's stream, and read a workspace's device-side status.
+ * Nothing here allocates or synchronizes, except mla__gpu_workspace_status.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu_internal.h"
+
+/* Programmatic dependent launch (PDL) of the decode kernel behind
+ * mla_schedule and of mla_combine behind the decode kernel: every kernel
+ * starts with griddepcontrol.wait (kernels/mla_params.h), so the overlap
+ * only hides launch latency.  mla_schedule itself follows the memset of
+ * the status word with an ordinary stream dependency. */
+#define MLA_GPU_PDL_DECODE 1
+
+#define MLA_APPEND_MAX_GRID_X 0x7fffffffLL
+
+static CUresult launch(const struct mla_cuda_api *cu, CUfunction fn, const unsigned grid[3],
+                       unsigned threads, unsigned smem, CUstream stream, int pdl, void *params)
+{
+    CUlaunchAttribute attr[1];
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    memset(attr, 0, sizeof(attr));
+    cfg.gridDimX = grid[0];
+    cfg.gridDimY = grid[1];
+    cfg.gridDimZ = grid[2];
+    cfg.blockDimX = threads;
+    cfg.blockDimY = 1;
+    cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = smem;
+    cfg.hStream = stream;
+    if (pdl) {
+        attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr[0].value.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+    }
+    void *args[1] = {params};
+    return cu->p_cuLaunchKernelEx(&cfg, fn, args, NULL);
+}
+
+static uint64_t dptr(const void *p)
+{
+    return (uint64_t)(uintptr_t)p;
+}
+
+mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a)
+{
+    mla_context_t *ctx = plan->ctx;
+    struct mla_gpu_context *g = ctx->gpu;
+    const struct mla_gpu_plan *gp = plan->gpu;
+    if (!g || !gp)
+        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR, "mla_decode: plan not initialized");
+    const struct mla_cuda_api *cu = g->cu;
+
+    struct mla_decode_params p = gp->p;
+    p.q = dptr(a->q);
+    p.kv = dptr(a->kv);
+    p.scales = dptr(a->scales);
+    p.block_table = dptr(a->block_table);
+    p.seq_lens = dptr(a->seq_lens);
+    p.out = dptr(a->out);
+    p.lse = dptr(a->lse);
+    p.workspace = dptr(a->workspace);
+    p.num_pages = a->num_pages;
+    p.max_pages_per_seq = a->max_pages_per_seq;
+
+    CUstream stream = (CUstream)a->stream;
+    mla_status_t st = mla__gpu_push(ctx);
+    if (st != MLA_STATUS_SUCCESS)
+        return st;
+    const char *what = "cuMemsetD32Async(workspace status)";
+    CUresult r = cu->p_cuMemsetD32Async((CUdeviceptr)p.workspace, 0, 1, stream);
+    if (r == CUDA_SUCCESS) {
+        const unsigned sgrid[3] = {gp->schedule_grid, 1, 1};
+        what = "cuLaunchKernelEx(mla_schedule)";
+        r = launch(cu, g->schedule.fn, sgrid, MLA_SCHEDULE_THREADS, 0, stream, 0, &p);
+    }
+    if (r == CUDA_SUCCESS) {
+        what = "cuLaunchKernelEx(mla_decode)";
+        r = launch(cu, gp->decode->fn, gp->decode_grid, MLA_DECODE_THREADS, gp->decode_smem,
+                   stream, MLA_GPU_PDL_DECODE, &p);
+    }
+    if (r == CUDA_SUCCESS) {
+        what = "cuLaunchKernelEx(mla_combine)";
+        r = launch(cu, g->combine.fn, gp->combine_grid, MLA_COMBINE_THREADS, 0, stream, 1, &p);
+    }
+    mla__gpu_pop(ctx);
+    if (r != CUDA_SUCCESS)
+        return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, what);
+    return MLA_STATUS_SUCCESS;
+}
+
+mla_status_t mla__gpu_append(mla_context_t *ctx, const struct mla_shape *s,
+                             const struct mla_append_args *a)
+{
+    struct mla_gpu_context *g = ctx->gpu;
+    if (!g)
+        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR, "mla_kv_append: no CUDA context");
+    if (a->n <= 0)
+        return MLA_STATUS_SUCCESS;
+    const struct mla_cuda_api *cu = g->cu;
+
+    struct mla_append_params p;
+    memset(&p, 0, sizeof(p));
+    p.kv = dptr(a->kv);
+    p.scales = dptr(a->scales);
+    p.num_pages = a->num_pages;
+    p.h_kv = s->num_kv_heads;
+    p.page_size = s->page_size;
+    p.kv_format = s->kv_format;
+    p.row_bytes = mla__row_bytes(s);
+    p.scale_block = s->kv_format == MLA_FMT_FP8_E4M3 ? s->scale_block : 0;
+    p.scales_per_row = mla__scales_per_row(s);
+    p.kv_scale = s->kv_format == MLA_FMT_BF16 ? 1.0f : (float)s->kv_scale;
+
+    CUstream stream = (CUstream)a->stream;
+    mla_status_t st = mla__gpu_push(ctx);
+    if (st != MLA_STATUS_SUCCESS)
+        return st;
+    /* One launch per 2^31 - 1 rows (the grid's x limit). */
+    const size_t latent_row = (size_t)s->num_kv_heads * MLA_D_QK * 2;
+    CUresult r = CUDA_SUCCESS;
+    for (int64_t done = 0; done < a->n && r == CUDA_SUCCESS;) {
+        int64_t chunk = a->n - done;
+        if (chunk > MLA_APPEND_MAX_GRID_X)
+            chunk = MLA_APPEND_MAX_GRID_X;
+        p.latent = dptr(a->latent) + (uint64_t)done * latent_row;
+        p.slots = dptr(a->slots) + (uint64_t)done * sizeof(int64_t);
+        p.n = chunk;
+        const unsigned grid[3] = {(unsigned)chunk, (unsigned)s->num_kv_heads, 1};
+        r = launch(cu, g->append.fn, grid, MLA_APPEND_THREADS, 0, stream, 0, &p);
+        done += chunk;
+    }
+    mla__gpu_pop(ctx);
+    if (r != CUDA_SUCCESS)
+        return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, "cuLaunchKernelEx(mla_append)");
+    return MLA_STATUS_SUCCESS;
+}
+
+/*
+ * Synchronous: waits for all work queued in the context (cuCtxSynchronize,
+ * so decodes on non-blocking streams are covered too), then copies the
+ * 4-byte status word back.  For tests and error paths, not per step; must
+ * not be called while a stream of this context is being captured.
+ */
+mla_status_t mla__gpu_workspace_status(const mla_plan_t *plan, const void *workspace,
+                                       mla_status_t *out)
+{
+    mla_context_t *ctx = plan->ctx;
+    struct mla_gpu_context *g = ctx->gpu;
+    if (!g)
+        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR,
+                             "mla_workspace_status: no CUDA context");
+    const struct mla_cuda_api *cu = g->cu;
+    mla_status_t st = mla__gpu_push(ctx);
+    if (st != MLA_STATUS_SUCCESS)
+        return st;
+    int32_t v = 0;
+    const char *what = "cuCtxSynchronize";
+    CUresult r = cu->p_cuCtxSynchronize();
+    if (r == CUDA_SUCCESS) {
+        what = "cuMemcpyDtoH(workspace status)";
+        r = cu->p_cuMemcpyDtoH(&v, (CUdeviceptr)(uintptr_t)workspace, sizeof(v));
+    }
+    mla__gpu_pop(ctx);
+    if (r != CUDA_SUCCESS)
+        return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, what);
+    if (v < 0 || v > (int32_t)MLA_STATUS_INTERNAL_ERROR)
+        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR,
+                             "mla_workspace_status: status word holds %d", (int)v);
+    *out = (mla_status_t)v;
+    return MLA_STATUS_SUCCESS;
+}

@@ -1,0 +1,238 @@
+/*
+ * gpu_plan.c - choose the decode kernel, its tiling and split-KV bound for
+ * one shape on one device, and lay out the workspace.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_internal.h"
+
+#define MLA_MAX_GRID_YZ 65535
+
+static size_t align256(size_t x)
+{
+    return (x + 255) & ~(size_t)255;
+}
+
+/* Most stages that fit the kernel's dynamic shared memory, capped at
+ * MLA_MAX_STAGES; 0 if not even one does. */
+static int max_fitting_stages(const struct mla_gpu_kernel *k, int32_t fmt, int32_t bn,
+                              int32_t spr)
+{
+    int best = 0;
+    for (int s = 1; s <= MLA_MAX_STAGES; s++)
+        if (mla_decode_smem_bytes(fmt, bn, s, spr) <= (uint32_t)k->max_dyn_smem)
+            best = s;
+    return best;
+}
+
+/* Pick (block_n, stages) from the overrides in the shape, or automatically:
+ * block_n 64 when it fits, else 32, with the deepest ring that fits the
+ * device (on sm_90/sm_100: 2 stages at block_n 64, 4 at 32, see
+ * mla_decode_auto_stages()).  NOT_SUPPORTED with a message when nothing
+ * fits. */
+static mla_status_t choose_tiling(mla_context_t *ctx, const struct mla_shape *s, int32_t spr,
+                                  int32_t *bn_out, int32_t *stages_out)
+{
+    struct mla_gpu_context *g = ctx->gpu;
+    const int fi = mla__gpu_fmt_index(s->kv_format);
+    static const char *const fnames[] = {"BF16", "FP8_E4M3", "FP8_DS_MLA"};
+    if (fi < 0)
+        return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED, "mla_plan_create: KV format %d",
+                             s->kv_format);
+    const int32_t fmt = s->kv_format;
+    const int lo = 1; /* the kernels accept 1..MLA_MAX_STAGES stages */
+    const int32_t cand[2] = {64, 32};
+
+    for (int c = 0; c < 2; c++) {
+        const int32_t bn = cand[c];
+        if (s->block_n && s->block_n != bn)
+            continue;
+        const struct mla_gpu_kernel *k = &g->decode[fi][mla__gpu_bn_index(bn)];
+        if (!k->fn) {
+            if (s->block_n)
+                return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
+                                     "mla_plan_create: block_n %d for %s is not in this build",
+                                     bn, fnames[fi]);
+            continue;
+        }
+        const int hi = max_fitting_stages(k, fmt, bn, spr);
+        if (s->num_kv_stages) {
+            const int st = s->num_kv_stages;
+            if (st >= lo && st <= MLA_MAX_STAGES &&
+                mla_decode_smem_bytes(fmt, bn, st, spr) <= (uint32_t)k->max_dyn_smem) {
+                *bn_out = bn;
+                *stages_out = st;
+                return MLA_STATUS_SUCCESS;
+            }
+            if (s->block_n || c == 1)
+                return mla__ctx_fail(
+                    ctx, MLA_STATUS_NOT_SUPPORTED,
+                    "mla_plan_create: %d KV stages with block_n %d for %s need %u bytes of "
+                    "shared memory; %s allows %d (stages %d..%d accepted)",
+                    st, bn, fnames[fi], mla_decode_smem_bytes(fmt, bn, st, spr), g->name,
+                    k->max_dyn_smem, lo, MLA_MAX_STAGES);
+            continue;
+        }
+        if (hi >= lo) {
+            *bn_out = bn;
+            *stages_out = hi;
+            return MLA_STATUS_SUCCESS;
+        }
+        if (s->block_n)
+            return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
+                                 "mla_plan_create: block_n %d for %s needs %u bytes of shared "
+                                 "memory for %d stages; %s allows %d",
+                                 bn, fnames[fi], mla_decode_smem_bytes(fmt, bn, lo, spr), lo,
+                                 g->name, k->max_dyn_smem);
+    }
+    return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
+                         "mla_plan_create: no decode kernel for %s fits %s (%d bytes of shared "
+                         "memory per block)",
+                         fnames[fi], g->name, g->smem_optin);
+}
+
+static int32_t ceil_div(int64_t a, int64_t b)
+{
+    return (int32_t)((a + b - 1) / b);
+}
+
+mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
+{
+    mla_context_t *ctx = plan->ctx;
+    struct mla_gpu_context *g = ctx->gpu;
+    const struct mla_shape *s = &plan->s;
+    mla_status_t st;
+
+    if (!g)
+        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR, "CUDA context not initialized");
+    if (s->head_dim_qk != MLA_D_QK || s->head_dim_v != MLA_D_V)
+        return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
+                             "mla_plan_create: head dims %d/%d (only %d/%d)", s->head_dim_qk,
+                             s->head_dim_v, MLA_D_QK, MLA_D_V);
+    if (s->page_size < 1 || (s->page_size & (s->page_size - 1)))
+        return mla__ctx_fail(ctx, MLA_STATUS_INVALID_ARGUMENT,
+                             "mla_plan_create: page size %d is not a power of two",
+                             s->page_size);
+
+    const int32_t spr = mla__scales_per_row(s);
+    int32_t bn = 0, stages = 0;
+    if ((st = choose_tiling(ctx, s, spr, &bn, &stages)) != MLA_STATUS_SUCCESS)
+        return st;
+    const struct mla_gpu_kernel *k = &g->decode[s->kv_format][mla__gpu_bn_index(bn)];
+    const uint32_t smem = mla_decode_smem_bytes(s->kv_format, bn, stages, spr);
+
+    const int32_t batch = plan->batch;
+    const int32_t heads_per_kv = s->num_heads / s->num_kv_heads;
+    const int32_t rows = s->q_len * heads_per_kv;
+    const int32_t m_blocks = ceil_div(rows, MLA_BLOCK_M);
+
+    /* CTAs resident at once, for the scheduler's split choice. */
+    int occ = 1;
+    if ((st = mla__gpu_push(ctx)) != MLA_STATUS_SUCCESS)
+        return st;
+    CUresult r =
+        g->cu->p_cuOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k->fn, MLA_DECODE_THREADS, smem);
+    mla__gpu_pop(ctx);
+    if (r != CUDA_SUCCESS)
+        return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r,
+                            "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (occ < 1)
+        return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
+                             "mla_plan_create: the decode kernel (block_n %d, %d stages, %u bytes "
+                             "of shared memory) cannot be resident on %s",
+                             bn, stages, smem, g->name);
+
+    /* Splits: enough CTAs for two waves over the SMs at the worst (longest)
+     * length; the scheduler picks the actual count per request from the
+     * device-side lengths, up to this bound. */
+    const int64_t ctas_per_split = (int64_t)batch * m_blocks * s->num_kv_heads;
+    int64_t splits = (2 * (int64_t)g->sm_count + ctas_per_split - 1) / ctas_per_split;
+    int64_t cap = ceil_div(plan->max_seq_len, bn);
+    if (cap > MLA_MAX_SPLITS)
+        cap = MLA_MAX_SPLITS;
+    if (cap > MLA_MAX_GRID_YZ / batch)
+        cap = MLA_MAX_GRID_YZ / batch;
+    if (splits > cap)
+        splits = cap;
+    if (splits < 1)
+        splits = 1;
+
+    struct mla_gpu_plan *gp = calloc(1, sizeof(*gp));
+    if (!gp)
+        return mla__ctx_fail(ctx, MLA_STATUS_OUT_OF_MEMORY, "mla_plan_create: out of memory");
+
+    /* Workspace: status header, per-request split and tile counts, then the
+     * split partials (fp32 O and log2-domain LSE).  A request with one
+     * split is written straight to out/lse, so with max_splits == 1 the
+     * partials take no space (large batches need no split anyway). */
+    const size_t rows_total =
+        splits > 1 ? (size_t)batch * (size_t)splits * (size_t)s->q_len * (size_t)s->num_heads : 0;
+    size_t off = MLA_WS_HEADER_BYTES;
+    const size_t ws_splits = off;
+    off = align256(off + (size_t)batch * sizeof(int32_t));
+    const size_t ws_tiles = off;
+    off = align256(off + (size_t)batch * sizeof(int32_t));
+    const size_t ws_oaccum = off;
+    off = align256(off + rows_total * MLA_D_V * sizeof(float));
+    const size_t ws_lseaccum = off;
+    off = align256(off + rows_total * sizeof(float));
+
+    struct mla_decode_params *p = &gp->p;
+    memset(p, 0, sizeof(*p));
+    p->ws_splits = ws_splits;
+    p->ws_tiles = ws_tiles;
+    p->ws_oaccum = ws_oaccum;
+    p->ws_lseaccum = ws_lseaccum;
+    p->batch = batch;
+    p->q_len = s->q_len;
+    p->h_q = s->num_heads;
+    p->h_kv = s->num_kv_heads;
+    p->heads_per_kv = heads_per_kv;
+    p->rows = rows;
+    p->m_blocks = m_blocks;
+    p->page_size = s->page_size;
+    int shift = 0;
+    while ((1 << shift) < s->page_size)
+        shift++;
+    p->page_shift = shift;
+    p->max_seq_len = plan->max_seq_len;
+    p->kv_format = s->kv_format;
+    p->row_bytes = mla__row_bytes(s);
+    p->scale_block = s->kv_format == MLA_FMT_FP8_E4M3 ? s->scale_block : 0;
+    p->scales_per_row = spr;
+    p->causal = s->causal && s->q_len > 1;
+    p->block_n = bn;
+    p->num_stages = stages;
+    p->max_splits = (int32_t)splits;
+    p->target_ctas = g->sm_count * occ;
+    const double kv_scale = s->kv_format == MLA_FMT_BF16 ? 1.0 : s->kv_scale;
+    p->score_scale_log2 = (float)(mla__softmax_scale(s) * kv_scale * 1.4426950408889634);
+    p->out_scale = (float)kv_scale;
+
+    gp->decode = k;
+    gp->decode_smem = smem;
+    gp->decode_grid[0] = (unsigned)m_blocks;
+    gp->decode_grid[1] = (unsigned)s->num_kv_heads;
+    gp->decode_grid[2] = (unsigned)(batch * splits);
+    gp->combine_grid[0] = (unsigned)(batch * s->q_len);
+    gp->combine_grid[1] = (unsigned)ceil_div(s->num_heads, MLA_COMBINE_HEADS_PER_CTA);
+    gp->combine_grid[2] = 1;
+    gp->schedule_grid = mla_schedule_ctas(batch);
+
+    plan->gpu = gp;
+    plan->workspace_bytes = off;
+    return MLA_STATUS_SUCCESS;
+}
+
+void mla__gpu_plan_fini(mla_plan_t *plan)
+{
+    free(plan->gpu);
+    plan->gpu = NULL;
+}

@@ -1,0 +1,57 @@
+/*
+ * no_gpu.c - the CUDA backend of a build without CUDA kernels (configure
+ * found no nvcc or cuda.h): every entry reports MLA_STATUS_NOT_SUPPORTED.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "internal.h"
+
+#define NO_GPU_MSG "libmla was built without CUDA kernels"
+
+mla_status_t mla__gpu_context_init(mla_context_t *ctx, int device)
+{
+    (void)device;
+    return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
+}
+
+void mla__gpu_context_fini(mla_context_t *ctx)
+{
+    (void)ctx;
+}
+
+mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
+{
+    return mla__ctx_fail(plan->ctx, MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
+}
+
+void mla__gpu_plan_fini(mla_plan_t *plan)
+{
+    (void)plan;
+}
+
+mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a)
+{
+    (void)a;
+    return mla__ctx_fail(plan->ctx, MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
+}
+
+mla_status_t mla__gpu_append(mla_context_t *ctx, const struct mla_shape *s,
+                             const struct mla_append_args *a)
+{
+    (void)s;
+    (void)a;
+    return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
+}
+
+mla_status_t mla__gpu_workspace_status(const mla_plan_t *plan, const void *workspace,
+                                       mla_status_t *st)
+{
+    (void)workspace;
+    (void)st;
+    return mla__ctx_fail(plan->ctx, MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
+}
+
+const char *mla__gpu_archs(void)
+{
+    return "";
+}

@@ -1,0 +1,204 @@
+/*
+ * mla_params.h - the contract between the host library (lib/, plain C) and
+ * the CUDA kernels (kernels/).  Included by both sides; plain C POD only.
+ *
+ * Every kernel takes one argument, a `const __grid_constant__` struct
+ * passed by value through cuLaunchKernelEx's kernelParams.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef MLA_PARAMS_H
+#define MLA_PARAMS_H
+
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define MLA_HD __host__ __device__ __forceinline__
+#else
+#define MLA_HD static inline
+#endif
+
+/* Format codes: equal to mla_kv_format_t. */
+#define MLA_FMT_BF16 0
+#define MLA_FMT_FP8_E4M3 1
+#define MLA_FMT_FP8_DS_MLA 2
+
+#define MLA_D_QK 576
+#define MLA_D_V 512
+#define MLA_D_NOPE 512
+#define MLA_D_ROPE 64
+
+/* Rows (packed q_len x heads-per-KV-head) per CTA M tile. */
+#define MLA_BLOCK_M 64
+
+/* Workspace header: int32 status word at offset 0, padded to 256 bytes. */
+#define MLA_WS_HEADER_BYTES 256
+
+/* Workspace layout: see the kernel section below. */
+
+/* Parameters of the scheduler, decode and combine kernels. */
+struct mla_decode_params {
+    /* Device addresses. */
+    uint64_t q;           /* bf16 [batch, q_len, h_q, 576] */
+    uint64_t kv;          /* [num_pages, page_size, h_kv, row_bytes] */
+    uint64_t scales;      /* fp32 [num_pages, page_size, h_kv, scales_per_row] or 0 */
+    uint64_t block_table; /* int32 [batch, max_pages_per_seq] */
+    uint64_t seq_lens;    /* int32 [batch] */
+    uint64_t out;         /* bf16 [batch, q_len, h_q, 512] */
+    uint64_t lse;         /* fp32 [batch, h_q, q_len] or 0 */
+    uint64_t workspace;   /* base of the workspace */
+    uint64_t ws_splits, ws_tiles, ws_oaccum, ws_lseaccum; /* byte offsets */
+    int64_t num_pages;
+
+    /* Shape. */
+    int32_t batch, q_len, h_q, h_kv;
+    int32_t heads_per_kv;  /* h_q / h_kv */
+    int32_t rows;          /* q_len * heads_per_kv: packed M rows per (b, kv head) */
+    int32_t m_blocks;      /* ceil(rows / MLA_BLOCK_M) */
+    int32_t page_size, page_shift; /* page_size == 1 << page_shift */
+    int32_t max_pages_per_seq;
+    int32_t max_seq_len;   /* plan bound; longer lengths are OUT_OF_BOUNDS */
+
+    /* Format. */
+    int32_t kv_format, row_bytes, scale_block, scales_per_row; /* scale_block: 0 or
+                           32/64/128 (E4M3 only); scales_per_row = ceil(576 / it) */
+    int32_t causal;        /* non-zero: bottom-right causal (a no-op when q_len == 1) */
+
+    /* Tiling and schedule. */
+    int32_t block_n;       /* keys per KV tile: 32 or 64 */
+    int32_t num_stages;    /* shared-memory stages, 1..MLA_MAX_STAGES */
+    int32_t max_splits;    /* grid.z = batch * max_splits */
+    int32_t target_ctas;   /* CTAs the scheduler aims to fill (SMs x occupancy) */
+
+    /* Scales. */
+    float score_scale_log2; /* softmax_scale * kv_scale * log2(e); DS_MLA RoPE is
+                               unscaled, so the kernel divides its part of q.k
+                               by out_scale (exact for powers of two) */
+    float out_scale;        /* kv_scale (V dequant, applied in fp32); 1 for BF16 */
+};
+
+/* Parameters of the KV append kernel. */
+struct mla_append_params {
+    uint64_t kv, scales, latent, slots;
+    int64_t num_pages, n;
+    int32_t h_kv, page_size, kv_format, row_bytes, scale_block, scales_per_row;
+    float kv_scale;
+};
+
+/*
+ * Kernels (extern "C"), one fatbin per source, and how to launch them.
+ * Every kernel takes one `const __grid_constant__` struct by value (the
+ * decode kernels use dynamic shared memory only; schedule and append have
+ * a few bytes of static shared memory), and starts with
+ * griddepcontrol.wait, so any of
+ * them may be launched with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_-
+ * SERIALIZATION (PDL) behind the kernel before it; without the attribute
+ * the wait is a no-op.  The kernels that others depend on issue
+ * griddepcontrol.launch_dependents; that only lets the dependent grid be
+ * scheduled early: its griddepcontrol.wait still waits for this grid to
+ * complete and for its memory operations to be visible.
+ *
+ * mla_schedule (kernels/schedule.cu), struct mla_decode_params
+ *   grid (mla_schedule_ctas(batch)), block 128, no dynamic smem.
+ *   Needs the status word zeroed first (cuMemsetD32Async of 1 word).
+ *   Validates every request (0 <= len <= min(max_seq_len,
+ *   max_pages_per_seq * page_size), block-table entries of the pages
+ *   [0, ceil(len / page_size)) in [0, num_pages)) and on failure stores
+ *   MLA_STATUS_OUT_OF_BOUNDS (7) in the status word; writes ws_splits[b]
+ *   and ws_tiles[b] (below).  Reads only seq_lens and block_table.
+ *
+ * mla_decode_<f>_n<BN> (kernels/decode.cu), struct mla_decode_params
+ *   f in {bf16, e4m3, dsmla} (MLA_FMT_*), BN = block_n in {32, 64}.
+ *   grid (m_blocks, h_kv, batch * max_splits); gridDim.z <= 65535, so
+ *     the host keeps batch * max_splits <= 65535;
+ *   block MLA_DECODE_THREADS (512);
+ *   dynamic smem mla_decode_smem_bytes(f, BN, num_stages, spr), with
+ *     1 <= num_stages <= MLA_MAX_STAGES (mla_decode_auto_stages() gives
+ *     the most that fit); the host raises
+ *     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES per kernel;
+ *   PDL: may be launched as a programmatic dependent of mla_schedule;
+ *     it issues launch_dependents for mla_combine.
+ *   A CTA exits at once (writing nothing) if the status word is not 0 or
+ *   its split >= ws_splits[b].  With ws_splits[b] == 1 it writes out and
+ *   lse; otherwise ws_oaccum / ws_lseaccum of its split.
+ *   Needs kv_format == f, block_n == BN, 16-byte aligned q and kv,
+ *   scales != 0 iff scales_per_row > 0 (E4M3 with a scale block).
+ *
+ * mla_combine (kernels/combine.cu), struct mla_decode_params
+ *   grid (batch * q_len, ceil(h_q / 4)), block 128 (one warp per head),
+ *   no dynamic smem; PDL: launched as a programmatic dependent of the
+ *   decode kernel.  Skips requests with ws_splits[b] == 1; exits if the
+ *   status word is not 0.
+ *
+ * mla_append (kernels/append.cu), struct mla_append_params
+ *   grid (n, h_kv), block 64, no dynamic smem, no PDL requirement.
+ *   Skips rows with slot < 0 or slot >= num_pages * page_size.
+ *
+ * Workspace (byte offsets in the params, each 256-byte aligned):
+ *   [0, 4)      int32 status, zeroed by the host before mla_schedule
+ *   ws_splits   int32 [batch]  splits of request b (>= 1), by mla_schedule
+ *   ws_tiles    int32 [batch]  KV tiles per split of request b (0 if len 0)
+ *   ws_oaccum   fp32 [batch, max_splits, q_len, h_q, 512]: the split's O
+ *               divided by its own softmax sum, times out_scale (0 when
+ *               the split saw no key)
+ *   ws_lseaccum fp32 [batch, max_splits, q_len, h_q]: the split's
+ *               log2-domain LSE, m + log2(l) over scores times
+ *               score_scale_log2; -inf when it saw no key
+ *   Split s of request b covers KV tiles [s * tiles, min((s + 1) * tiles,
+ *   ceil(len / BN))) of BN keys.
+ */
+#define MLA_DECODE_THREADS 512 /* warps 0-7 MMA, 8-11 convert, 12 load, 13-15 idle */
+#define MLA_MAX_SPLITS 64
+#define MLA_MAX_STAGES 4
+
+/* Scheduler CTAs: each reads every length once (to size the splits), so
+ * their number is capped; one warp per request, requests b = 4 *
+ * blockIdx.x + warp, then strided by 4 * gridDim.x.  Any grid size >= 1
+ * is correct; this one gives every request its own warp up to 2048. */
+#define MLA_SCHEDULE_MAX_CTAS 512
+MLA_HD uint32_t mla_schedule_ctas(int32_t batch)
+{
+    int32_t n = (batch + 3) / 4;
+    return n < 1 ? 1u : n > MLA_SCHEDULE_MAX_CTAS ? (uint32_t)MLA_SCHEDULE_MAX_CTAS : (uint32_t)n;
+}
+
+/* Shared memory of one padded BF16 row (576 bf16 + 16 bytes of padding). */
+#define MLA_SMEM_ROW_BF16 (MLA_D_QK * 2 + 16)
+
+/* Dynamic shared memory one CTA may use on sm_90 and sm_100 (227 KiB). */
+#define MLA_SMEM_BUDGET 232448u
+
+/* Decode shared memory: mbarriers (1024 bytes), the Q tile (64 padded
+ * rows), then num_stages stages of block_n padded rows. */
+#define MLA_DECODE_SMEM_BARRIERS 1024u
+
+MLA_HD int32_t mla_row_bytes(int32_t fmt)
+{
+    return fmt == MLA_FMT_BF16 ? 1152 : fmt == MLA_FMT_FP8_E4M3 ? 576 : 656;
+}
+
+/* Dynamic shared memory of a decode kernel.  FP8 rows are staged inside
+ * the stage's own BF16 rows and converted in place, and E4M3 block scales
+ * ride in the same rows (kernels/convert.cuh), so the size is the same
+ * for every format; fmt and scales_per_row are kept for the contract. */
+MLA_HD uint32_t mla_decode_smem_bytes(int32_t fmt, int32_t block_n, int32_t stages,
+                                      int32_t scales_per_row)
+{
+    (void)fmt;
+    (void)scales_per_row;
+    return MLA_DECODE_SMEM_BARRIERS + (uint32_t)MLA_BLOCK_M * MLA_SMEM_ROW_BF16 +
+           (uint32_t)stages * (uint32_t)block_n * MLA_SMEM_ROW_BF16;
+}
+
+/* The most stages (<= MLA_MAX_STAGES) that fit in MLA_SMEM_BUDGET:
+ * block_n 64 -> 2, block_n 32 -> 4, for every format. */
+MLA_HD int32_t mla_decode_auto_stages(int32_t fmt, int32_t block_n, int32_t scales_per_row)
+{
+    int32_t n = 0;
+    while (n < MLA_MAX_STAGES &&
+           mla_decode_smem_bytes(fmt, block_n, n + 1, scales_per_row) <= MLA_SMEM_BUDGET)
+        n++;
+    return n;
+}
+
+#endif /* MLA_PARAMS_H */

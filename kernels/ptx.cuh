@@ -1,0 +1,311 @@
+/*
+ * ptx.cuh - inline-PTX wrappers used by the kernels: mbarriers, bulk
+ * copies, proxy fences, ldmatrix, mma.sync, FP8 conversion, programmatic
+ * dependent launch, named barriers and register reallocation.
+ *
+ * Every wrapper that orders memory is `asm volatile` with a "memory"
+ * clobber, so the compiler keeps it in program order with the shared
+ * memory accesses around it.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef MLA_PTX_CUH
+#define MLA_PTX_CUH
+
+#include <stdint.h>
+
+#define MLA_DEV __device__ __forceinline__
+
+namespace mla {
+
+/* ---- addresses ---- */
+
+MLA_DEV uint32_t smem_u32(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* ---- mbarrier ---- */
+
+MLA_DEV void mbar_init(uint32_t bar, uint32_t count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+/* Makes barrier initialization visible to the async proxy (bulk copies
+ * complete_tx on these barriers) and to the other threads once followed by
+ * a CTA barrier. */
+MLA_DEV void fence_mbar_init()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+/* Adds `bytes` to the transaction count of the barrier's current phase,
+ * without arriving. */
+MLA_DEV void mbar_expect_tx(uint32_t bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+
+/* One arrival with release semantics (CTA scope): the caller's earlier
+ * shared-memory writes are visible to threads that see the phase flip. */
+MLA_DEV void mbar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+/* Waits until the phase with the given parity has completed (acquire). */
+MLA_DEV void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    asm volatile(
+        "{\n\t"
+        ".reg .pred p;\n\t"
+        "WAIT_%=:\n\t"
+        "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%0], %1;\n\t"
+        "@!p bra WAIT_%=;\n\t"
+        "}" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+
+/* ---- proxies ---- */
+
+/* Orders this thread's generic-proxy shared-memory accesses before later
+ * async-proxy accesses (bulk copies) to the same memory. */
+MLA_DEV void fence_proxy_async()
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+/* ---- bulk copies (global -> shared, completing on an mbarrier) ---- */
+
+MLA_DEV uint64_t policy_evict_first()
+{
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    return pol;
+}
+
+MLA_DEV uint64_t policy_evict_normal()
+{
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
+    return pol;
+}
+
+/* dst and src 16-byte aligned, bytes a multiple of 16. */
+MLA_DEV void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar, uint64_t pol)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%0], [%1], %2, [%3], %4;" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar), "l"(pol)
+                 : "memory");
+}
+
+/* 4-byte asynchronous copy (generic proxy), for data whose size or
+ * alignment does not suit a bulk copy. */
+MLA_DEV void cp_async_4(uint32_t dst, const void *src)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
+}
+
+/* The barrier receives one arrival (counted in its expected count: .noinc)
+ * once all of this thread's earlier cp.async copies have completed; their
+ * data is then visible to threads that observe the phase completion. */
+MLA_DEV void cp_async_mbar_arrive_noinc(uint32_t bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
+/* ---- plain shared / global accesses ---- */
+
+MLA_DEV void sts128(uint32_t a, uint32_t x, uint32_t y, uint32_t z, uint32_t w)
+{
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(x), "r"(y), "r"(z),
+                 "r"(w)
+                 : "memory");
+}
+
+MLA_DEV void sts32(uint32_t a, uint32_t x)
+{
+    asm volatile("st.shared.b32 [%0], %1;" ::"r"(a), "r"(x) : "memory");
+}
+
+MLA_DEV uint2 lds64(uint32_t a)
+{
+    uint2 v;
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(a) : "memory");
+    return v;
+}
+
+MLA_DEV uint4 lds128(uint32_t a)
+{
+    uint4 v;
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(a)
+                 : "memory");
+    return v;
+}
+
+MLA_DEV float lds_f32(uint32_t a)
+{
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
+    return v;
+}
+
+/* ---- tensor-core fragments ---- */
+
+MLA_DEV void ldmatrix_x4(uint32_t a, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(a));
+}
+
+MLA_DEV void ldmatrix_x4_trans(uint32_t a, uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                               uint32_t &r3)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(a));
+}
+
+/* D (16x8 fp32) += A (16x16 bf16, row) * B (16x8 bf16, col). */
+MLA_DEV void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                      uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* ---- conversions ---- */
+
+/* Two floats to bf16x2, round to nearest even: lo in bits 0..15. */
+MLA_DEV uint32_t pack_bf16x2(float lo, float hi)
+{
+    uint32_t d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+
+/* One e4m3 to f16 bits, exact (every e4m3 value is an f16 value). */
+MLA_DEV uint32_t e4m3_to_f16_bits(uint8_t c)
+{
+    uint32_t sign = (uint32_t)(c & 0x80u) << 8, e = (c >> 3) & 0xfu, m = c & 0x7u;
+    if (e == 0xfu && m == 0x7u)
+        return sign | 0x7e00u;
+    if (e != 0)
+        return sign | ((e + 8u) << 10) | (m << 7);
+    if (m == 0)
+        return sign;
+    /* m * 2^-9: normalize (f16 normals reach down to 2^-14). */
+    uint32_t p = m >= 4 ? 2u : m >= 2 ? 1u : 0u;
+    return sign | ((15u - 9u + p) << 10) | (((m << (10u - p)) & 0x3ffu));
+}
+
+/* Two e4m3 (byte 0 -> bits 0..15) to f16x2; exact. */
+MLA_DEV uint32_t e4m3x2_to_f16x2(uint16_t v)
+{
+    uint32_t d;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(d) : "h"(v));
+#else
+    /* Bit-exact fallback for targets without the instruction. */
+    d = e4m3_to_f16_bits((uint8_t)(v & 0xff)) | (e4m3_to_f16_bits((uint8_t)(v >> 8)) << 16);
+#endif
+    return d;
+}
+
+MLA_DEV float f16lo_to_f32(uint32_t h2)
+{
+    float f;
+    asm("{\n\t.reg .f16 lo, hi;\n\tmov.b32 {lo, hi}, %1;\n\tcvt.f32.f16 %0, lo;\n\t}"
+        : "=f"(f)
+        : "r"(h2));
+    return f;
+}
+
+MLA_DEV float f16hi_to_f32(uint32_t h2)
+{
+    float f;
+    asm("{\n\t.reg .f16 lo, hi;\n\tmov.b32 {lo, hi}, %1;\n\tcvt.f32.f16 %0, hi;\n\t}"
+        : "=f"(f)
+        : "r"(h2));
+    return f;
+}
+
+/* 2^x, approximate (about 2 ulp), subnormal results flushed to zero;
+ * ex2(-inf) = 0. */
+MLA_DEV float ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* ---- programmatic dependent launch ---- */
+
+/* Waits until the grids this one depends on have completed and their
+ * memory operations are performed and visible (PTX ISA, griddepcontrol);
+ * a no-op when the grid was not launched as a programmatic dependent. */
+MLA_DEV void griddep_wait()
+{
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
+/* Lets the dependent grid be scheduled once every CTA of this grid has
+ * issued it or exited.  Says nothing about memory: the dependent's
+ * griddep_wait() still waits for this grid's completion. */
+MLA_DEV void griddep_launch_dependents()
+{
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+/* ---- CTA-level synchronization ---- */
+
+/* Named barrier: the `count` threads (a multiple of 32) that use `id`. */
+MLA_DEV void bar_sync(uint32_t id, uint32_t count)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
+/* One lane of the (fully active) warp is elected; returns true there. */
+MLA_DEV bool elect_one()
+{
+    uint32_t pred = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile(
+        "{\n\t.reg .pred p;\n\telect.sync _|p, 0xffffffff;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(pred));
+#else
+    pred = (threadIdx.x & 31) == 0;
+#endif
+    return pred != 0;
+}
+
+/* Per-thread register limit of the executing warpgroup (sm_90a/sm_100a;
+ * all four warps of the warpgroup must execute the same instruction). */
+template <int N>
+MLA_DEV void setmaxnreg_inc()
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(__CUDA_ARCH_FEAT_SM100_ALL)
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+#endif
+}
+
+template <int N>
+MLA_DEV void setmaxnreg_dec()
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(__CUDA_ARCH_FEAT_SM100_ALL)
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+#endif
+}
+
+} /* namespace mla */
+
+#endif /* MLA_PTX_CUH */

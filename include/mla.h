@@ -464,6 +464,8 @@ MLA_API mla_status_t mla_plan_workspace_size(const mla_plan_t *plan, size_t *byt
  *         ::MLA_STATUS_INVALID_ARGUMENT; ::MLA_STATUS_MISALIGNED;
  *         ::MLA_STATUS_SIZE_MISMATCH (workspace too small);
  *         ::MLA_STATUS_OUT_OF_BOUNDS (CPU backend);
+ *         ::MLA_STATUS_OUT_OF_MEMORY (CPU backend, whose worker threads
+ *         take host scratch memory; the CUDA path never allocates);
  *         ::MLA_STATUS_CUDA_ERROR if a launch failed.
  */
 MLA_API mla_status_t mla_decode(mla_plan_t *plan, const void *q, const void *kv_cache,
@@ -497,7 +499,8 @@ MLA_API mla_status_t mla_workspace_status(const mla_plan_t *plan, const void *wo
  *
  * Row i of @p latent (bf16 [n, h_kv, 576], 16-byte aligned) goes to cache
  * slot @p slots[i] (int64; slot = page * page_size + offset).  A negative
- * slot marks padding and is skipped.
+ * slot marks padding and is skipped.  Two rows naming the same slot leave
+ * that slot undefined.
  *
  * Quantization (FP8 formats): for each group of channels sharing a block
  * scale (the whole row without block scales; 128 nope channels for

@@ -1,0 +1,369 @@
+/*
+ * cpu_decode.c - the CPU reference backend of mla_decode(): exact
+ * dequantization and fp64 accumulation, multithreaded with pthreads.
+ *
+ * This is the oracle the GPU kernels are tested against, so it favours
+ * plain code over speed: every cache row a request needs is dequantized
+ * exactly into doubles, once per (request, KV head), and every query row
+ * of that KV head runs an fp64 online softmax over those keys.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "fp8_codec.h"
+#include "mla_params.h"
+
+/* Keys dequantized and scored together: bounds the scratch memory of a
+ * thread whatever the sequence length. */
+#define CHUNK_KEYS 64
+
+size_t mla__cpu_workspace_bytes(const struct mla_shape *s, int32_t batch, int32_t max_seq_len)
+{
+    (void)s;
+    (void)batch;
+    (void)max_seq_len;
+    return MLA_WS_HEADER_BYTES; /* only the status word */
+}
+
+/* Everything the workers share, read-only once they start. */
+struct job {
+    const struct mla_decode_args *a;
+    int32_t batch, q_len, h_q, h_kv, hpk; /* hpk: query heads per KV head */
+    int32_t page_size, fmt, row_bytes, scale_block, spr;
+    int causal;
+    double softmax_scale;
+    double kv_scale;
+    atomic_int next; /* next work item (request * h_kv + kv head) */
+};
+
+/* Scratch of one worker thread. */
+struct scratch {
+    double *k;   /* [CHUNK_KEYS][576] dequantized rows */
+    double *acc; /* [rows][512] unnormalized output */
+    double *m;   /* [rows] running max score */
+    double *l;   /* [rows] running sum of exp(score - m) */
+    double *sc;  /* [CHUNK_KEYS] scores of one query row */
+};
+
+struct worker {
+    struct job *job;
+    struct scratch sc;
+    pthread_t tid;
+};
+
+/* Round a double to bf16, nearest even, without the double rounding of
+ * going through float: a float that lands exactly on a bf16 midpoint is a
+ * tie only if the double was exactly that value. */
+static uint16_t double_to_bf16(double d)
+{
+    float f = (float)d;
+    uint32_t u = mla_f32_bits(f);
+    if ((u & 0xffffu) == 0x8000u && (u & 0x7fffffffu) < 0x7f800000u && (double)f != d) {
+        uint16_t lo = (uint16_t)(u >> 16); /* truncated toward zero */
+        return fabs(d) > fabs((double)f) ? (uint16_t)(lo + 1) : lo;
+    }
+    return mla_float_to_bf16(f);
+}
+
+/* Dequantize the cache row of token t of a request (through its block
+ * table row bt) and KV head k into 576 exact doubles. */
+static void dequant_row(const struct job *j, const int32_t *bt, int32_t t, int32_t k,
+                        double *dst)
+{
+    const struct mla_decode_args *a = j->a;
+    int64_t page = bt[t / j->page_size];
+    int64_t row = (page * j->page_size + t % j->page_size) * j->h_kv + k;
+    const uint8_t *src = (const uint8_t *)a->kv + row * j->row_bytes;
+    int c;
+
+    switch (j->fmt) {
+    case MLA_FMT_BF16:
+        for (c = 0; c < MLA_D_QK; c++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * c, 2);
+            dst[c] = mla_bf16_to_float(h);
+        }
+        break;
+    case MLA_FMT_FP8_E4M3: {
+        const float *bs = j->scale_block ? a->scales + row * j->spr : NULL;
+        /* e4m3 (4 significant bits) * fp32 * fp32 fits in 53 bits: exact. */
+        for (c = 0; c < MLA_D_QK; c++) {
+            double s = bs ? (double)bs[c / j->scale_block] : 1.0;
+            dst[c] = (double)mla_e4m3_to_float(src[c]) * j->kv_scale * s;
+        }
+        break;
+    }
+    default: { /* MLA_FMT_FP8_DS_MLA: 512 e4m3 | 4 fp32 scales | 64 bf16 */
+        float bs[4];
+        memcpy(bs, src + MLA_D_NOPE, sizeof bs);
+        for (c = 0; c < MLA_D_NOPE; c++)
+            dst[c] = (double)mla_e4m3_to_float(src[c]) * j->kv_scale * (double)bs[c / 128];
+        for (c = 0; c < MLA_D_ROPE; c++) {
+            uint16_t h;
+            memcpy(&h, src + MLA_D_NOPE + sizeof bs + 2 * c, 2);
+            dst[MLA_D_NOPE + c] = mla_bf16_to_float(h); /* RoPE is unscaled */
+        }
+        break;
+    }
+    }
+}
+
+/* Keys visible to query token i of n: bottom-right aligned causal mask. */
+static int32_t visible_keys(const struct job *j, int32_t len, int32_t i)
+{
+    int64_t v;
+    if (!j->causal || j->q_len <= 1)
+        return len;
+    v = (int64_t)len - j->q_len + 1 + i;
+    return v < 0 ? 0 : (int32_t)v;
+}
+
+/* One work item: request b, KV head k, all its query heads and tokens.
+ * Packed row r = i * hpk + hh is query token i of query head k*hpk + hh. */
+static void run_item(const struct job *j, struct scratch *sc, int32_t b, int32_t k)
+{
+    const struct mla_decode_args *a = j->a;
+    const int32_t *bt = a->block_table + (int64_t)b * a->max_pages_per_seq;
+    const uint16_t *q = (const uint16_t *)a->q;
+    uint16_t *out = (uint16_t *)a->out;
+    int32_t len = a->seq_lens[b];
+    int32_t rows = j->q_len * j->hpk;
+    int32_t r, t0, d;
+    double qrow[MLA_D_QK];
+
+    for (r = 0; r < rows; r++) {
+        sc->m[r] = -INFINITY;
+        sc->l[r] = 0.0;
+        memset(sc->acc + (size_t)r * MLA_D_V, 0, MLA_D_V * sizeof(double));
+    }
+
+    for (t0 = 0; t0 < len; t0 += CHUNK_KEYS) {
+        int32_t nk = len - t0 < CHUNK_KEYS ? len - t0 : CHUNK_KEYS;
+        int32_t t;
+        for (t = 0; t < nk; t++)
+            dequant_row(j, bt, t0 + t, k, sc->k + (size_t)t * MLA_D_QK);
+
+        for (r = 0; r < rows; r++) {
+            int32_t i = r / j->hpk, h = k * j->hpk + r % j->hpk;
+            int32_t vis = visible_keys(j, len, i) - t0; /* keys of this chunk it sees */
+            const uint16_t *qs = q + (((int64_t)b * j->q_len + i) * j->h_q + h) * MLA_D_QK;
+            double *acc = sc->acc + (size_t)r * MLA_D_V;
+            double mnew, corr;
+            if (vis <= 0)
+                continue;
+            if (vis > nk)
+                vis = nk;
+            for (d = 0; d < MLA_D_QK; d++)
+                qrow[d] = mla_bf16_to_float(qs[d]);
+
+            mnew = sc->m[r];
+            for (t = 0; t < vis; t++) {
+                const double *kr = sc->k + (size_t)t * MLA_D_QK;
+                /* Four partial sums only to shorten the dependency chain;
+                 * the order is fixed, so results are reproducible. */
+                double d0 = 0.0, d1 = 0.0, d2 = 0.0, d3 = 0.0;
+                for (d = 0; d < MLA_D_QK; d += 4) {
+                    d0 += qrow[d] * kr[d];
+                    d1 += qrow[d + 1] * kr[d + 1];
+                    d2 += qrow[d + 2] * kr[d + 2];
+                    d3 += qrow[d + 3] * kr[d + 3];
+                }
+                sc->sc[t] = j->softmax_scale * ((d0 + d1) + (d2 + d3));
+                if (sc->sc[t] > mnew)
+                    mnew = sc->sc[t];
+            }
+
+            /* Online softmax: rescale what was accumulated under the old
+             * maximum (exp(-inf) = 0 on the first chunk). */
+            corr = exp(sc->m[r] - mnew);
+            if (corr != 1.0) {
+                for (d = 0; d < MLA_D_V; d++)
+                    acc[d] *= corr;
+                sc->l[r] *= corr;
+            }
+            sc->m[r] = mnew;
+            for (t = 0; t < vis; t++) {
+                const double *vr = sc->k + (size_t)t * MLA_D_QK; /* V = first 512 dims */
+                double p = exp(sc->sc[t] - mnew);
+                sc->l[r] += p;
+                for (d = 0; d < MLA_D_V; d++)
+                    acc[d] += p * vr[d];
+            }
+        }
+    }
+
+    for (r = 0; r < rows; r++) {
+        int32_t i = r / j->hpk, h = k * j->hpk + r % j->hpk;
+        uint16_t *o = out + (((int64_t)b * j->q_len + i) * j->h_q + h) * MLA_D_V;
+        const double *acc = sc->acc + (size_t)r * MLA_D_V;
+        if (sc->l[r] > 0.0) {
+            for (d = 0; d < MLA_D_V; d++)
+                o[d] = double_to_bf16(acc[d] / sc->l[r]);
+        } else {
+            memset(o, 0, MLA_D_V * sizeof(uint16_t)); /* no visible key */
+        }
+        if (a->lse) {
+            double lse = sc->l[r] > 0.0 ? sc->m[r] + log(sc->l[r]) : INFINITY;
+            a->lse[((int64_t)b * j->h_q + h) * j->q_len + i] = (float)lse;
+        }
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct job *j = w->job;
+    int32_t items = j->batch * j->h_kv;
+    for (;;) {
+        int item = atomic_fetch_add(&j->next, 1);
+        if (item >= items)
+            break;
+        run_item(j, &w->sc, item / j->h_kv, item % j->h_kv);
+    }
+    return NULL;
+}
+
+static void scratch_free(struct scratch *sc)
+{
+    free(sc->k);
+    free(sc->acc);
+    free(sc->m);
+    free(sc->l);
+    free(sc->sc);
+}
+
+static int scratch_alloc(struct scratch *sc, int32_t rows)
+{
+    sc->k = malloc((size_t)CHUNK_KEYS * MLA_D_QK * sizeof(double));
+    sc->acc = malloc((size_t)rows * MLA_D_V * sizeof(double));
+    sc->m = malloc((size_t)rows * sizeof(double));
+    sc->l = malloc((size_t)rows * sizeof(double));
+    sc->sc = malloc((size_t)CHUNK_KEYS * sizeof(double));
+    if (sc->k && sc->acc && sc->m && sc->l && sc->sc)
+        return 0;
+    scratch_free(sc);
+    return -1;
+}
+
+/* Lengths and the block-table entries they use; nothing is written. */
+static mla_status_t validate(const mla_plan_t *plan, const struct mla_decode_args *a, char *err)
+{
+    int64_t ps = plan->s.page_size;
+    int64_t cap = (int64_t)a->max_pages_per_seq * ps;
+    int32_t b, p;
+    for (b = 0; b < plan->batch; b++) {
+        int32_t len = a->seq_lens[b];
+        const int32_t *bt = a->block_table + (int64_t)b * a->max_pages_per_seq;
+        int32_t pages;
+        if (len < 0)
+            return mla__fail(err, MLA_STATUS_OUT_OF_BOUNDS, "seq_lens[%d] = %d is negative",
+                             (int)b, (int)len);
+        if (len > plan->max_seq_len)
+            return mla__fail(err, MLA_STATUS_OUT_OF_BOUNDS,
+                             "seq_lens[%d] = %d exceeds the plan's max_seq_len %d", (int)b,
+                             (int)len, (int)plan->max_seq_len);
+        if (len > cap)
+            return mla__fail(err, MLA_STATUS_OUT_OF_BOUNDS,
+                             "seq_lens[%d] = %d exceeds max_pages_per_seq * page_size = %lld",
+                             (int)b, (int)len, (long long)cap);
+        pages = (int32_t)((len + ps - 1) / ps);
+        for (p = 0; p < pages; p++)
+            if (bt[p] < 0 || bt[p] >= a->num_pages)
+                return mla__fail(err, MLA_STATUS_OUT_OF_BOUNDS,
+                                 "block_table[%d][%d] = %d is outside [0, num_pages = %lld) "
+                                 "(request %d, length %d)",
+                                 (int)b, (int)p, (int)bt[p], (long long)a->num_pages, (int)b,
+                                 (int)len);
+    }
+    return MLA_STATUS_SUCCESS;
+}
+
+static void set_status_word(const struct mla_decode_args *a, mla_status_t st)
+{
+    int32_t w = (int32_t)st;
+    if (a->workspace && a->workspace_size >= sizeof w)
+        memcpy(a->workspace, &w, sizeof w);
+}
+
+mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_args *a, char *err)
+{
+    const struct mla_shape *s = &plan->s;
+    struct job job;
+    struct worker *w;
+    mla_status_t st;
+    int32_t items, rows;
+    int nthreads, started, t;
+
+    if (s->kv_format == MLA_FMT_FP8_E4M3 && s->scale_block && !a->scales)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
+                         "kv_block_scales is NULL but the config has a scale block size of %d",
+                         (int)s->scale_block);
+    st = validate(plan, a, err);
+    if (st != MLA_STATUS_SUCCESS) {
+        set_status_word(a, st);
+        return st;
+    }
+
+    job.a = a;
+    job.batch = plan->batch;
+    job.q_len = s->q_len;
+    job.h_q = s->num_heads;
+    job.h_kv = s->num_kv_heads;
+    job.hpk = s->num_heads / s->num_kv_heads;
+    job.page_size = s->page_size;
+    job.fmt = s->kv_format;
+    job.row_bytes = mla_row_bytes(s->kv_format);
+    job.scale_block = s->kv_format == MLA_FMT_FP8_E4M3 ? s->scale_block : 0;
+    job.spr = job.scale_block ? (MLA_D_QK + job.scale_block - 1) / job.scale_block : 0;
+    job.causal = s->causal != 0;
+    job.softmax_scale = mla__softmax_scale(s);
+    /* The kernels and the append path use kv_scale as an fp32 value. */
+    job.kv_scale = s->kv_format == MLA_FMT_BF16 ? 1.0 : (double)(float)s->kv_scale;
+    atomic_init(&job.next, 0);
+
+    items = job.batch * job.h_kv;
+    rows = job.q_len * job.hpk;
+    nthreads = plan->ctx && plan->ctx->cpu_threads > 1 ? plan->ctx->cpu_threads : 1;
+    if (nthreads > items)
+        nthreads = items;
+
+    w = calloc((size_t)nthreads, sizeof *w);
+    if (!w)
+        return mla__fail(err, MLA_STATUS_OUT_OF_MEMORY, "CPU decode: out of host memory");
+    /* Scratch for every thread before any output is written; fewer
+     * threads if memory is short, failure only if not even one fits. */
+    for (t = 0; t < nthreads; t++) {
+        w[t].job = &job;
+        if (scratch_alloc(&w[t].sc, rows) != 0)
+            break;
+    }
+    if (t == 0) {
+        free(w);
+        return mla__fail(err, MLA_STATUS_OUT_OF_MEMORY, "CPU decode: out of host memory");
+    }
+    nthreads = t;
+
+    /* Thread 0 is the caller; a thread that fails to start just leaves
+     * its share to the others through the shared item counter. */
+    started = 1;
+    for (t = 1; t < nthreads; t++) {
+        if (pthread_create(&w[t].tid, NULL, worker_main, &w[t]) != 0)
+            break;
+        started++;
+    }
+    worker_main(&w[0]);
+    for (t = 1; t < started; t++)
+        pthread_join(w[t].tid, NULL);
+
+    for (t = 0; t < nthreads; t++)
+        scratch_free(&w[t].sc);
+    free(w);
+    set_status_word(a, MLA_STATUS_SUCCESS);
+    return MLA_STATUS_SUCCESS;
+}

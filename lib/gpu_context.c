@@ -120,10 +120,11 @@ static mla_status_t no_image(mla_context_t *ctx, const char *what)
                          archs[0] ? archs : "no CUDA targets");
 }
 
-/* Look a kernel up in every library (so kernels may move between .cu
- * files), load it into the primary context and read its attributes.
- * A kernel that is absent leaves k->fn NULL and returns SUCCESS when
- * optional is set. */
+/* Look a kernel up in the library of its role (mla_<role>...: the fatbin
+ * named <role>), so no lookup fails by design (failed driver calls are
+ * reported by compute-sanitizer), load it into the primary context and
+ * read its attributes.  A kernel that is absent leaves k->fn NULL and
+ * returns SUCCESS when optional is set. */
 static mla_status_t get_kernel(mla_context_t *ctx, const char *kname, int optional,
                                struct mla_gpu_kernel *k)
 {
@@ -135,7 +136,9 @@ static mla_status_t get_kernel(mla_context_t *ctx, const char *kname, int option
 
     memset(k, 0, sizeof(*k));
     for (int i = 0; i < MLA_GPU_NUM_FATBINS && !kern; i++) {
-        if (!g->lib[i])
+        size_t n = strlen(fatbins[i].name);
+        if (!g->lib[i] || strncmp(kname, "mla_", 4) != 0 ||
+            strncmp(kname + 4, fatbins[i].name, n) != 0 || (kname[4 + n] && kname[4 + n] != '_'))
             continue;
         r = cu->p_cuLibraryGetKernel(&kern, g->lib[i], kname);
         if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_FOUND) {

@@ -20,42 +20,15 @@
 #include <time.h>
 
 #include "mla.h"
+#include "rng.h"
 #include "fp8_codec.h"
 
 /* ------------------------------------------------------------------ */
 /* Random numbers */
 
-static uint64_t g_seed;
-static uint64_t g_rng;
-
-static uint64_t rnd_u64(void)
-{
-    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* Each test restarts the stream from the seed and its own salt, so that
- * one test reproduces alone whatever ran before it. */
-static void rnd_start(uint64_t salt)
-{
-    g_rng = g_seed ^ (salt * 0xd1b54a32d192ed03ull);
-}
-
-static double rnd_unit(void) /* [0, 1) */
-{
-    return (double)(rnd_u64() >> 11) * 0x1p-53;
-}
-
 static double rnd_sym(double amp) /* [-amp, amp) */
 {
     return amp * (2.0 * rnd_unit() - 1.0);
-}
-
-static int rnd_int(int n) /* [0, n) */
-{
-    return (int)(rnd_u64() % (uint64_t)n);
 }
 
 /* ------------------------------------------------------------------ */

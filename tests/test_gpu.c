@@ -24,6 +24,7 @@
 #include "../tools/devmem.h"
 #include "fp8_codec.h"
 #include "mla.h"
+#include "rng.h"
 
 /* ------------------------------------------------------------------ */
 /* Globals, random numbers, bookkeeping */
@@ -31,39 +32,6 @@
 static mla_context_t *g_gpu, *g_cpu;
 static devmem_stream g_stream;
 static int g_quick;
-static uint64_t g_seed, g_rng;
-
-static uint64_t rnd_u64(void)
-{
-    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* Each test restarts from the seed and its own salt, so it reproduces
- * alone whatever ran before it. */
-static void rnd_start(uint64_t salt)
-{
-    g_rng = g_seed ^ (salt * 0xd1b54a32d192ed03ull);
-}
-
-static double rnd_unit(void) /* [0, 1) */
-{
-    return (double)(rnd_u64() >> 11) * 0x1p-53;
-}
-
-static int rnd_int(int n) /* [0, n) */
-{
-    return (int)(rnd_u64() % (uint64_t)n);
-}
-
-static double rnd_gauss(void)
-{
-    double u = rnd_unit(), v = rnd_unit();
-    return sqrt(-2.0 * log(1.0 - u)) * cos(6.283185307179586 * v);
-}
-
 static uint16_t rnd_bf16(double sigma)
 {
     return mla_float_to_bf16((float)(rnd_gauss() * sigma));

@@ -9,10 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "devmem.h"
 #include "fp8_codec.h"
 #include "mla.h"
+#include "problem.h"
 
 struct opts {
     int heads, kv_heads, batch, seq_len, varlen, q_len, causal, page_size;
@@ -20,63 +22,6 @@ struct opts {
     uint64_t seed;
     int batch_set, seq_set, scale_set;
 };
-
-/* One problem in host memory, laid out as mla_decode() wants it. */
-struct problem {
-    int batch, q_len, heads, kv_heads, page_size, max_pages, num_pages, max_len;
-    int row_bytes, spr;
-    int32_t *lens, *table;
-    uint16_t *q;      /* bf16 [b, n, h, 576] */
-    uint8_t *kv;      /* [pages, P, h_kv, row] */
-    float *scales;    /* or NULL */
-    size_t kv_bytes, scale_bytes, q_bytes, out_bytes, lse_bytes;
-};
-
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static double rng_uniform(void)
-{
-    return (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static double rng_normal(void)
-{
-    double u = rng_uniform(), v = rng_uniform();
-    return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
-}
-
-/* Inputs as FlashMLA's tests draw them: randn / 10 clamped to [-1, 1],
- * through a table of 2^16 draws indexed by 16 random bits, so that filling
- * gigabyte caches takes seconds, not minutes. */
-static uint16_t input_table[1 << 16];
-static uint64_t input_bits;
-static int input_left;
-
-static void rng_input_init(void)
-{
-    for (int i = 0; i < (1 << 16); i++)
-        input_table[i] = mla_float_to_bf16((float)fmin(1.0, fmax(-1.0, rng_normal() / 10.0)));
-}
-
-static uint16_t rng_input(void)
-{
-    if (input_left == 0) {
-        input_bits = rng_next();
-        input_left = 4;
-    }
-    uint16_t v = input_table[input_bits & 0xffff];
-    input_bits >>= 16;
-    input_left--;
-    return v;
-}
 
 static void *xalloc(size_t bytes)
 {
@@ -119,97 +64,17 @@ static mla_config_t *make_config(const struct opts *o)
 /* Random lengths, permuted pages, random latent rows written through the
  * CPU backend's append (so the cache is quantized exactly as an engine's
  * would be), NaN in every row no request uses. */
-static void make_problem(struct problem *p, const struct opts *o, mla_context_t *cpu,
-                         const mla_config_t *cfg)
+static void make_problem(struct problem *p, const struct opts *o, const mla_config_t *cfg)
 {
-    memset(p, 0, sizeof(*p));
-    p->batch = o->batch;
-    p->q_len = o->q_len;
-    p->heads = o->heads;
-    p->kv_heads = o->kv_heads;
-    p->page_size = o->page_size;
-    p->max_len = 1; /* plans need max_seq_len >= 1 */
-    int64_t v;
-    mla_config_get_int(cfg, MLA_PARAM_KV_ROW_BYTES, &v);
-    p->row_bytes = (int)v;
-    mla_config_get_int(cfg, MLA_PARAM_SCALES_PER_ROW, &v);
-    p->spr = (int)v;
-
-    p->lens = xalloc(sizeof(int32_t) * p->batch);
-    for (int b = 0; b < p->batch; b++) {
-        int len = o->seq_len;
-        if (o->varlen) {
-            double x = o->seq_len + rng_normal() * o->seq_len / 2.0;
-            len = (int)fmin(fmax(x, 1.0), 2.0 * o->seq_len);
-        }
-        p->lens[b] = len;
-        if (len > p->max_len)
-            p->max_len = len;
+    int32_t *lens = xalloc(sizeof(int32_t) * o->batch);
+    problem_draw_lens(lens, o->batch, o->seq_len, o->varlen, o->seed);
+    long threads = sysconf(_SC_NPROCESSORS_ONLN);
+    if (problem_generate(p, cfg, o->batch, lens, o->seed, threads > 0 ? (int)threads : 1) ||
+        problem_make_q(p, o->q_len, o->heads, problem_hash(o->seed, 0x51))) {
+        fprintf(stderr, "mla-demo: %s\n", problem_last_error());
+        exit(1);
     }
-    p->max_pages = (p->max_len + p->page_size - 1) / p->page_size;
-    p->num_pages = p->batch * p->max_pages + 1; /* one page nobody uses */
-    p->table = xalloc(sizeof(int32_t) * p->batch * p->max_pages);
-    int32_t *perm = xalloc(sizeof(int32_t) * p->num_pages);
-    for (int i = 0; i < p->num_pages; i++)
-        perm[i] = i;
-    for (int i = p->num_pages - 1; i > 0; i--) {
-        int j = (int)(rng_next() % (uint64_t)(i + 1));
-        int32_t t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    for (int i = 0; i < p->batch * p->max_pages; i++)
-        p->table[i] = perm[i];
-    free(perm);
-
-    size_t rows = (size_t)p->num_pages * p->page_size * p->kv_heads;
-    p->kv_bytes = rows * p->row_bytes;
-    p->kv = xalloc(p->kv_bytes);
-    memset(p->kv, 0xff, p->kv_bytes); /* NaN in e4m3 and in bf16 */
-    if (p->spr) {
-        p->scale_bytes = rows * p->spr * sizeof(float);
-        p->scales = xalloc(p->scale_bytes);
-        for (size_t i = 0; i < rows * p->spr; i++)
-            p->scales[i] = NAN;
-    }
-    p->q_bytes = (size_t)p->batch * p->q_len * p->heads * 576 * 2;
-    p->out_bytes = (size_t)p->batch * p->q_len * p->heads * 512 * 2;
-    p->lse_bytes = (size_t)p->batch * p->q_len * p->heads * sizeof(float);
-    p->q = xalloc(p->q_bytes);
-    for (size_t i = 0; i < p->q_bytes / 2; i++)
-        p->q[i] = rng_input();
-
-    /* Append request by request in chunks, as an engine's steps would. */
-    enum { CHUNK = 4096 };
-    uint16_t *lat = xalloc((size_t)CHUNK * p->kv_heads * 576 * 2);
-    int64_t *slots = xalloc(sizeof(int64_t) * CHUNK);
-    for (int b = 0; b < p->batch; b++) {
-        for (int t0 = 0; t0 < p->lens[b]; t0 += CHUNK) {
-            int n = p->lens[b] - t0 < CHUNK ? p->lens[b] - t0 : CHUNK;
-            for (size_t i = 0; i < (size_t)n * p->kv_heads * 576; i++)
-                lat[i] = rng_input();
-            for (int i = 0; i < n; i++) {
-                int t = t0 + i;
-                slots[i] = (int64_t)p->table[b * p->max_pages + t / p->page_size] * p->page_size +
-                           t % p->page_size;
-            }
-            mla_status_t st = mla_kv_append(cpu, cfg, p->kv, p->scales, p->num_pages, lat,
-                                            slots, n, NULL);
-            if (st)
-                die_status("mla_kv_append", st, cpu);
-        }
-    }
-    free(lat);
-    free(slots);
-}
-
-static void free_problem(struct problem *p)
-{
-    free(p->lens);
-    free(p->table);
-    free(p->q);
-    free(p->kv);
-    free(p->scales);
+    free(lens);
 }
 
 static double now_s(void)
@@ -217,93 +82,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* Bytes the call must move (KV rows read + scales + Q + O) and FLOPs. */
-static void work(const struct problem *p, double *bytes, double *flops)
-{
-    double keys = 0;
-    for (int b = 0; b < p->batch; b++)
-        keys += p->lens[b];
-    *bytes = keys * p->kv_heads * (p->row_bytes + 4.0 * p->spr) + (double)p->q_bytes +
-             (double)p->out_bytes;
-    *flops = 2.0 * (576 + 512) * keys * p->heads * p->q_len;
-}
-
-/* Compare with DESIGN.md's tolerances; returns the number of bad elements. */
-static long compare(const uint16_t *out, const uint16_t *ref, size_t n, const float *lse,
-                    const float *lse_ref, size_t nl, double *max_err, double *cos_diff)
-{
-    long bad = 0;
-    double dot = 0, na = 0, nb = 0;
-    *max_err = 0;
-    for (size_t i = 0; i < n; i++) {
-        double a = mla_bf16_to_float(out[i]), r = mla_bf16_to_float(ref[i]);
-        if (isnan(a) != isnan(r) || isinf(a) != isinf(r)) {
-            bad++;
-            continue;
-        }
-        if (!isfinite(r))
-            continue;
-        double e = fabs(a - r);
-        if (e > *max_err)
-            *max_err = e;
-        if (e > 8e-4 && e > 2.01 / 128 * fabs(r))
-            bad++;
-        dot += a * r;
-        na += a * a;
-        nb += r * r;
-    }
-    *cos_diff = (na > 0 && nb > 0) ? 1.0 - dot / sqrt(na * nb) : 0.0;
-    if (*cos_diff > 5e-6)
-        bad++;
-    for (size_t i = 0; i < nl; i++) {
-        double a = lse[i], r = lse_ref[i];
-        if (isinf(r) || isinf(a)) {
-            bad += !(a == r);
-            continue;
-        }
-        double e = fabs(a - r);
-        if (e > 1e-6 && e > 8.01 / 65536 * fabs(r))
-            bad++;
-    }
-    return bad;
-}
-
-/* The CPU reference for a sub-batch of requests. */
-static void cpu_reference(const struct problem *p, mla_context_t *cpu, const mla_config_t *cfg,
-                          const int *reqs, int nreq, uint16_t *out, float *lse)
-{
-    int32_t *lens = xalloc(sizeof(int32_t) * nreq);
-    int32_t *table = xalloc(sizeof(int32_t) * nreq * p->max_pages);
-    size_t qrow = (size_t)p->q_len * p->heads * 576;
-    uint16_t *q = xalloc(sizeof(uint16_t) * qrow * nreq);
-    int max_len = 1;
-    for (int i = 0; i < nreq; i++) {
-        int b = reqs[i];
-        lens[i] = p->lens[b];
-        if (lens[i] > max_len)
-            max_len = lens[i];
-        memcpy(table + (size_t)i * p->max_pages, p->table + (size_t)b * p->max_pages,
-               sizeof(int32_t) * p->max_pages);
-        memcpy(q + qrow * i, p->q + qrow * b, sizeof(uint16_t) * qrow);
-    }
-    mla_plan_t *plan;
-    size_t ws_bytes;
-    mla_status_t st = mla_plan_create(&plan, cpu, cfg, nreq, max_len);
-    if (st)
-        die_status("mla_plan_create (cpu)", st, cpu);
-    mla_plan_workspace_size(plan, &ws_bytes);
-    void *ws = xalloc(ws_bytes);
-    st = mla_decode(plan, q, p->kv, p->scales, p->num_pages, table, p->max_pages, lens, out, lse,
-                    ws, ws_bytes, NULL);
-    if (st)
-        die_status("mla_decode (cpu)", st, cpu);
-    free(ws);
-    mla_plan_destroy(plan);
-    free(lens);
-    free(table);
-    free(q);
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -400,13 +178,16 @@ static int run_gpu(const struct opts *o, mla_context_t *gctx, mla_context_t *cpu
     size_t orow = (size_t)p->q_len * p->heads * 512, lrow = (size_t)p->heads * p->q_len;
     uint16_t *ref = xalloc(sizeof(uint16_t) * orow * nreq), *got = xalloc(sizeof(uint16_t) * orow * nreq);
     float *lref = xalloc(sizeof(float) * lrow * nreq), *lgot = xalloc(sizeof(float) * lrow * nreq);
-    cpu_reference(p, cpu, cfg, reqs, nreq, ref, lref);
+    if ((st = problem_cpu_reference(p, cpu, cfg, reqs, nreq, ref, lref))) {
+        fprintf(stderr, "mla-demo: %s\n", problem_last_error());
+        exit(1);
+    }
     for (int i = 0; i < nreq; i++) {
         memcpy(got + orow * i, out + orow * reqs[i], sizeof(uint16_t) * orow);
         memcpy(lgot + lrow * i, lse + lrow * reqs[i], sizeof(float) * lrow);
     }
     double max_err, cos_diff;
-    long bad = compare(got, ref, orow * nreq, lgot, lref, lrow * nreq, &max_err, &cos_diff);
+    long bad = problem_compare(got, ref, orow * nreq, lgot, lref, lrow * nreq, &max_err, &cos_diff);
 
     /* Time the full decode call (schedule + decode + combine). */
     devmem_event e0, e1;
@@ -427,7 +208,7 @@ static int run_gpu(const struct opts *o, mla_context_t *gctx, mla_context_t *cpu
     double med = ms[o->iters / 2] * 1e3;
     double spread = 100.0 * (ms[(o->iters * 9) / 10] - ms[o->iters / 10]) * 1e3 / med;
     double bytes, flops;
-    work(p, &bytes, &flops);
+    problem_work(p, o->causal, &bytes, &flops, NULL);
     char verdict[64];
     snprintf(verdict, sizeof(verdict), "%s (%d req)", bad ? "FAIL" : "PASS", nreq);
     print_header();
@@ -456,7 +237,10 @@ static int run_cpu(const struct opts *o, mla_context_t *cpu, const mla_config_t 
     for (int i = 0; i < p->batch; i++)
         reqs[i] = i;
     double t0 = now_s();
-    cpu_reference(p, cpu, cfg, reqs, p->batch, out, lse);
+    if (problem_cpu_reference(p, cpu, cfg, reqs, p->batch, out, lse)) {
+        fprintf(stderr, "mla-demo: %s\n", problem_last_error());
+        exit(1);
+    }
     double us = (now_s() - t0) * 1e6;
     /* The CPU backend is the reference: check that every output was
      * written, finite, and that LSE is +inf exactly where a row saw no key. */
@@ -466,7 +250,7 @@ static int run_cpu(const struct opts *o, mla_context_t *cpu, const mla_config_t 
     for (size_t i = 0; i < p->lse_bytes / 4; i++)
         bad += isnan(lse[i]);
     double bytes, flops;
-    work(p, &bytes, &flops);
+    problem_work(p, o->causal, &bytes, &flops, NULL);
     print_header();
     print_row("cpu", o, p, us, 0.0, bytes, flops, 0.0, bad ? "FAIL (not finite)" : "PASS (ref)");
     free(out);
@@ -555,8 +339,7 @@ int main(int argc, char **argv)
     }
     if (!o.scale_set)
         o.scale_block = o.format == MLA_KV_FP8_E4M3 ? 128 : 0;
-    rng_state = o.seed;
-    rng_input_init();
+    problem_inputs_init(o.seed);
 
     mla_context_t *cpu, *gctx = NULL;
     mla_status_t st = mla_context_create(&cpu, MLA_DEVICE_CPU);
@@ -591,9 +374,9 @@ int main(int argc, char **argv)
         printf("device %d: %s (sm_%d%d, %d SMs)\n", o.device, name, maj, min, sms);
     }
     struct problem p;
-    make_problem(&p, &o, cpu, cfg);
+    make_problem(&p, &o, cfg);
     int rc = gctx ? run_gpu(&o, gctx, cpu, cfg, &p) : run_cpu(&o, cpu, cfg, &p);
-    free_problem(&p);
+    problem_free(&p);
     mla_config_destroy(cfg);
     mla_context_destroy(gctx);
     mla_context_destroy(cpu);

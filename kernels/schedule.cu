@@ -50,7 +50,11 @@ extern "C" __global__ void __launch_bounds__(SCHED_THREADS)
         total += part[i];
     total *= (long long)p.m_blocks * p.h_kv;
     const long long ctas = p.target_ctas > 0 ? p.target_ctas : 1;
-    long long target = (total + ctas - 1) / ctas; /* tiles per CTA */
+    /* Tiles per CTA, at least 4: each extra split costs a 512-wide fp32
+     * partial per row and a longer combine.  Measured (bench/NOTES.md): a
+     * floor of 1 took b1 s1024 h16 from 32 to 25 us but b1 s4096 h128
+     * from 43 to 96 us. */
+    long long target = (total + ctas - 1) / ctas;
     if (target < 4)
         target = 4;
     const int max_splits = p.max_splits < 1 ? 1 : p.max_splits;

@@ -1091,13 +1091,29 @@ static void json_kv_num(FILE *f, const char *k, double v, int comma)
         fputs(", ", f);
 }
 
-static int write_json(const char *path, const struct bench *B, const struct shape *sh, int n)
+/* Output files of --json, --csv and --svg: errors name the file. */
+static FILE *open_output(const char *path)
 {
     FILE *f = fopen(path, "w");
-    if (!f) {
+    if (!f)
+        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
+    return f;
+}
+
+static int close_output(FILE *f, const char *path)
+{
+    if (fclose(f)) {
         fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
         return -1;
     }
+    return 0;
+}
+
+static int write_json(const char *path, const struct bench *B, const struct shape *sh, int n)
+{
+    FILE *f = open_output(path);
+    if (!f)
+        return -1;
     const struct meta *m = B->m;
     const struct ceilings *c = B->c;
     char buf[64];
@@ -1194,11 +1210,7 @@ static int write_json(const char *path, const struct bench *B, const struct shap
         fputs("}", f);
     }
     fputs("\n  ]\n}\n", f);
-    if (fclose(f)) {
-        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return close_output(f, path);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1230,11 +1242,9 @@ static void csv_num(FILE *f, double x)
 
 static int write_csv(const char *path, const struct bench *B, const struct shape *sh, int n)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
+    FILE *f = open_output(path);
+    if (!f)
         return -1;
-    }
     const struct meta *m = B->m;
     const struct ceilings *c = B->c;
     fputs("format,kv_format,scale_block,batch,q_len,causal,h_q,h_kv,page_size,varlen,s_k,"
@@ -1304,11 +1314,7 @@ static int write_csv(const char *path, const struct bench *B, const struct shape
         csv_str(f, m->cmdline);
         fputc('\n', f);
     }
-    if (fclose(f)) {
-        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return close_output(f, path);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1435,11 +1441,9 @@ static void series_key(const struct shape *s, char *buf, size_t n)
 
 static int write_svg(const char *path, const struct bench *B, const struct shape *sh, int n)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
+    FILE *f = open_output(path);
+    if (!f)
         return -1;
-    }
     const struct ceilings *c = B->c;
     int *ser = xalloc(sizeof(int) * (size_t)(n ? n : 1)); /* series of each shape */
     char (*keys)[96] = xalloc(sizeof(*keys) * (size_t)(n ? n : 1));
@@ -1603,11 +1607,7 @@ static int write_svg(const char *path, const struct bench *B, const struct shape
             H - 12);
     free(ser);
     free(keys);
-    if (fclose(f)) {
-        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return close_output(f, path);
 }
 
 /* ------------------------------------------------------------------ */

@@ -52,6 +52,8 @@
 #include "convert.cuh"
 #include "mma.cuh"
 #include "softmax.cuh"
+#include "schedule.cuh"
+#include "epilogue.cuh"
 
 namespace mla {
 
@@ -59,17 +61,12 @@ constexpr int kMmaRegs = 216, kCvtRegs = 40, kLoadRegs = 40; /* 2*216 + 40 + 40 
 constexpr uint32_t kRow = MLA_SMEM_ROW_BF16;
 constexpr uint32_t kBarLoaded = 0, kBarConverted = 32, kBarFree = 64, kBarQ = 96;
 
-/* What every role of the CTA knows. */
-struct Cta {
-    int b, kh, split, nsplit;
-    int len;
-    int t0, t1;       /* KV tiles [t0, t1) */
-    int m_base;       /* first packed row */
-    int rows_here;    /* valid rows of this M tile, 1..64 */
+/* What every role of the CTA knows: its work and the shared-memory map. */
+struct Cta : CtaWork {
     uint32_t stages;
-    uint32_t bars;    /* shared address of the barrier block */
-    uint32_t sq;      /* Q tile */
-    uint32_t skv;     /* stage 0 */
+    uint32_t bars; /* shared address of the barrier block */
+    uint32_t sq;   /* Q tile */
+    uint32_t skv;  /* stage 0 */
 };
 
 template <int BN>
@@ -98,11 +95,7 @@ MLA_DEV void load_role(const mla_decode_params &p, const Cta &c, uint32_t lane)
     for (int r = (int)lane; r < MLA_BLOCK_M; r += 32) {
         const uint32_t dst = c.sq + (uint32_t)r * kRow;
         if (r < c.rows_here) {
-            const int mrow = c.m_base + r;
-            const int qi = mrow / p.heads_per_kv;
-            const int hh = mrow - qi * p.heads_per_kv;
-            const int64_t qrow =
-                ((int64_t)c.b * p.q_len + qi) * p.h_q + (int64_t)c.kh * p.heads_per_kv + hh;
+            const int64_t qrow = q_row_index(p, c, r);
             bulk_g2s(dst, (const uint8_t *)p.q + qrow * (MLA_D_QK * 2), MLA_D_QK * 2, bar_q, pol_q);
         } else {
             zero_row_thread(dst);
@@ -195,15 +188,7 @@ MLA_DEV void mma_role(const mla_decode_params &p, const Cta &c, uint32_t warp, u
     const bool live = (int)(16u * rg) < c.rows_here; /* warp-uniform */
 
     int lim[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = c.m_base + (int)(16u * rg + g) + 8 * r;
-        lim[r] = 0;
-        if (row < p.rows) {
-            const int qi = row / p.heads_per_kv;
-            lim[r] = p.causal ? c.len - p.q_len + 1 + qi : c.len;
-        }
-    }
+    row_limits(p, c, (int)(16u * rg + g), lim);
 
     float o[32][4];
 #pragma unroll
@@ -259,62 +244,11 @@ MLA_DEV void mma_role(const mla_decode_params &p, const Cta &c, uint32_t warp, u
     sm.finish(lsum);
     if (!live)
         return;
-    /* Recomputed rather than kept live across the loop (registers). */
-    const int b = (int)blockIdx.z / p.max_splits;
-    const int split = (int)blockIdx.z - b * p.max_splits;
-    const int kh = (int)blockIdx.y;
-    const int row0 = (int)blockIdx.x * MLA_BLOCK_M + (int)(16u * rg + g);
-    const bool final_out =
-        ((const int32_t *)((const uint8_t *)p.workspace + p.ws_splits))[b] == 1;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = row0 + 8 * r;
-        if (row >= p.rows)
-            continue;
-        const int qi = row / p.heads_per_kv;
-        const int h = kh * p.heads_per_kv + (row - qi * p.heads_per_kv);
-        const float l = lsum[r];
-        const float inv = l > 0.0f ? p.out_scale / l : 0.0f;
-        const int64_t orow = ((int64_t)b * p.q_len + qi) * p.h_q + h;
-        if (final_out) {
-            uint32_t *dst = (uint32_t *)((uint16_t *)p.out + orow * MLA_D_V + ch * 256u + 2u * tq);
-#pragma unroll
-            for (int nt = 0; nt < 32; nt++)
-                dst[nt * 4] = pack_bf16x2(o[nt][2 * r] * inv, o[nt][2 * r + 1] * inv);
-            if (p.lse && ch == 0 && tq == 0) {
-                float *lse = (float *)p.lse;
-                lse[((int64_t)b * p.h_q + h) * p.q_len + qi] =
-                    l > 0.0f ? (sm.m[r] + log2f(l)) * 0.69314718055994530942f
-                             : __int_as_float(0x7f800000);
-            }
-        } else {
-            const int64_t prow =
-                (((int64_t)b * p.max_splits + split) * p.q_len + qi) * p.h_q + h;
-            float2 *dst = (float2 *)((float *)((uint8_t *)p.workspace + p.ws_oaccum) +
-                                     prow * MLA_D_V + ch * 256u + 2u * tq);
-#pragma unroll
-            for (int nt = 0; nt < 32; nt++)
-                dst[nt * 4] = make_float2(o[nt][2 * r] * inv, o[nt][2 * r + 1] * inv);
-            if (ch == 0 && tq == 0) {
-                float *lacc = (float *)((uint8_t *)p.workspace + p.ws_lseaccum);
-                lacc[prow] = l > 0.0f ? sm.m[r] + log2f(l) : -__int_as_float(0x7f800000);
-            }
-        }
-    }
+    write_output(p, o, sm.m, lsum, (int)(16u * rg + g), ch, tq);
 }
 
-/* Volatile, so that each role reloads these after its setmaxnreg instead
- * of keeping them live across the role split (a value live into the
- * loader's 24-register branch would be spilled). */
-MLA_DEV int ld_volatile_s32(const int32_t *p)
-{
-    int v;
-    asm volatile("ld.global.s32 %0, [%1];" : "=r"(v) : "l"(p));
-    return v;
-}
-
-/* What a CTA works on; false if it has nothing to do (bad input anywhere,
- * or a split past its request's split count).  Uniform over the CTA. */
+/* What a CTA works on; false if it has nothing to do.  Uniform over the
+ * CTA. */
 template <int FMT, int BN>
 MLA_DEV bool cta_setup(const mla_decode_params &p, Cta &c)
 {
@@ -324,31 +258,8 @@ MLA_DEV bool cta_setup(const mla_decode_params &p, Cta &c)
     if (p.kv_format != FMT || p.block_n != BN || p.num_stages < 1 ||
         p.num_stages > MLA_MAX_STAGES)
         return false;
-    const uint8_t *ws = (const uint8_t *)p.workspace;
-    if (ld_volatile_s32((const int32_t *)ws) != 0)
-        return false; /* bad input somewhere: write nothing */
-    c.b = (int)blockIdx.z / p.max_splits;
-    c.split = (int)blockIdx.z - c.b * p.max_splits;
-    c.kh = (int)blockIdx.y;
-    c.nsplit = ld_volatile_s32((const int32_t *)(ws + p.ws_splits) + c.b);
-    if (c.split >= c.nsplit)
+    if (!cta_work(p, BN, c))
         return false;
-    c.len = ld_volatile_s32((const int32_t *)p.seq_lens + c.b);
-    const int tps = ld_volatile_s32((const int32_t *)(ws + p.ws_tiles) + c.b);
-    const int ntiles = (c.len + BN - 1) / BN;
-    c.m_base = (int)blockIdx.x * MLA_BLOCK_M;
-    c.rows_here = min(MLA_BLOCK_M, p.rows - c.m_base);
-    c.t0 = c.split * tps;
-    c.t1 = min(c.t0 + tps, ntiles);
-    if (p.causal) {
-        /* The last valid row sees the most keys; later tiles are all
-         * masked for this CTA. */
-        const int qi_last = (c.m_base + c.rows_here - 1) / p.heads_per_kv;
-        const int lim = c.len - p.q_len + 1 + qi_last;
-        c.t1 = min(c.t1, lim > 0 ? (lim + BN - 1) / BN : 0);
-    }
-    if (c.t1 < c.t0)
-        c.t1 = c.t0;
     c.stages = (uint32_t)p.num_stages;
     c.bars = smem_u32(smem);
     c.sq = c.bars + MLA_DECODE_SMEM_BARRIERS;

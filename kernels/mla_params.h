@@ -201,4 +201,51 @@ MLA_HD int32_t mla_decode_auto_stages(int32_t fmt, int32_t block_n, int32_t scal
     return n;
 }
 
+/*
+ * Hopper decode (kernels/hopper.cu, sm_90a only): mla_hopper_decode_<f>,
+ * f in {bf16, e4m3, dsmla}, struct mla_hopper_params.
+ *   Same grid, block, PDL behaviour and workspace contract as
+ *   mla_decode_<f>_n64, with block_n 64 and num_stages 2 (the scheduler's
+ *   tiles are the same); dynamic smem MLA_HOPPER_SMEM_BYTES.
+ *   Needs page_size >= 64 (a KV tile is 64 consecutive rows of one page,
+ *   one TMA box per 64 columns), num_pages * page_size < 2^31, and for
+ *   E4M3 with block scales h_kv == 1 and 16-byte aligned scales (one bulk
+ *   copy of the tile's 64 rows of scales).
+ *   kv_map[] are CUtensorMaps over the cache viewed as [rows = num_pages
+ *   * page_size][h_kv][row elements], boxes of 64 rows x 1 head:
+ *     BF16:   [0] bf16, box 64 columns, SWIZZLE_128B (the wgmma layout);
+ *     E4M3:   [0] u8, box 64 bytes, no swizzle (converted in shared memory);
+ *     DS_MLA: [0] u8, box 64 bytes (the 512 nope bytes, 8 boxes),
+ *             [1] u8, box 16 bytes at column 512 (the 4 fp32 scales),
+ *             [2] u8, box 128 bytes at column 528 (bf16 RoPE), SWIZZLE_128B.
+ * Built for other targets the kernels are empty; the host only selects
+ * them on compute capability 9.0.
+ */
+#ifdef __cplusplus
+#define MLA_ALIGN64 alignas(64)
+#else
+#define MLA_ALIGN64 _Alignas(64)
+#endif
+struct mla_tensor_map {
+    MLA_ALIGN64 uint64_t opaque[16]; /* a CUtensorMap */
+};
+struct mla_hopper_params {
+    struct mla_tensor_map kv_map[3];
+    struct mla_decode_params p;
+};
+
+#define MLA_HOPPER_BLOCK_N 64
+#define MLA_HOPPER_STAGES 2
+/* Shared memory, from a 1024-byte aligned base: the Q tile and each
+ * stage are 9 chunks of 64 rows x 128 bytes (64 bf16 columns); then per
+ * stage up to 64 x 18 fp32 block scales; the consumers' row exchange
+ * (2 x 64 fp32); the mbarriers.  1024 bytes of slack align the base. */
+#define MLA_HOPPER_TILE_BYTES 73728u
+#define MLA_HOPPER_SCALE_BYTES 4608u
+#define MLA_HOPPER_OFF_STAGES MLA_HOPPER_TILE_BYTES
+#define MLA_HOPPER_OFF_SCALES (MLA_HOPPER_OFF_STAGES + MLA_HOPPER_STAGES * MLA_HOPPER_TILE_BYTES)
+#define MLA_HOPPER_OFF_XCHG (MLA_HOPPER_OFF_SCALES + MLA_HOPPER_STAGES * MLA_HOPPER_SCALE_BYTES)
+#define MLA_HOPPER_OFF_BARS (MLA_HOPPER_OFF_XCHG + 512u)
+#define MLA_HOPPER_SMEM_BYTES (MLA_HOPPER_OFF_BARS + 64u + 1024u)
+
 #endif /* MLA_PARAMS_H */

@@ -118,6 +118,32 @@ MLA_DEV void cp_async_mbar_arrive_noinc(uint32_t bar)
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
 }
 
+/* Tensor-map (TMA) copy of one box with origin (c0, c1, c2), in elements,
+ * to shared memory; the box's full size counts toward the barrier's
+ * transaction bytes (elements outside the tensor are written as zeros).
+ * tmap: generic address of a CUtensorMap in kernel parameter space. */
+MLA_DEV void tma_load_3d(uint32_t dst, const void *tmap, int c0, int c1, int c2, uint32_t bar,
+                         uint64_t pol)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 ".L2::cache_hint [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(dst),
+                 "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "l"(pol)
+                 : "memory");
+}
+
+MLA_DEV void prefetch_tensormap(const void *tmap)
+{
+    asm volatile("prefetch.tensormap [%0];" ::"l"(tmap) : "memory");
+}
+
+/* Registers `bytes` more transaction bytes and arrives, in one step. */
+MLA_DEV void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
+                 "r"(bytes)
+                 : "memory");
+}
+
 /* ---- plain shared / global accesses ---- */
 
 MLA_DEV void sts128(uint32_t a, uint32_t x, uint32_t y, uint32_t z, uint32_t w)
@@ -146,6 +172,16 @@ MLA_DEV uint4 lds128(uint32_t a)
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "r"(a)
                  : "memory");
+    return v;
+}
+
+/* 16-byte read-only global load (data not written while the grid runs). */
+MLA_DEV uint4 ldg128_nc(const void *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.v4.b32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
     return v;
 }
 

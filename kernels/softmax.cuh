@@ -25,18 +25,17 @@ struct OnlineSoftmax {
     }
 
     /*
-     * Scales and masks one tile of scores in place, turns them into
-     * probabilities exp2(s - m_new), and returns the factors by which the
-     * accumulated O rows must be multiplied.  key0: the key index of this
-     * thread's column 0 (tile start + 2t); lim[r]: keys < lim are visible
-     * to row r.
+     * Step 1 of a tile: scales and masks the scores in place and returns
+     * each row's maximum over this thread's quad (-inf if all masked).
+     * key0: the key index of this thread's column 0 (tile start + 2t);
+     * lim[r]: keys < lim are visible to row r.
      */
     template <int NT>
-    MLA_DEV void update(float (&s)[NT][4], float scale_log2, int key0, const int (&lim)[2],
-                        float (&alpha)[2])
+    MLA_DEV void tile_max(float (&s)[NT][4], float scale_log2, int key0, const int (&lim)[2],
+                          float (&mx)[2]) const
     {
         const float ninf = -__int_as_float(0x7f800000);
-        float mx[2] = {ninf, ninf};
+        mx[0] = mx[1] = ninf;
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
 #pragma unroll
@@ -52,11 +51,26 @@ struct OnlineSoftmax {
             /* The 4 lanes of a quad hold the same row. */
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        }
+    }
+
+    /*
+     * Step 2: given the tile's row maxima (over every column of the tile,
+     * which may span several warps), turns the scores into probabilities
+     * exp2(s - m_new) and returns the factors by which the accumulated O
+     * rows must be multiplied.  l only sums this thread's columns.
+     */
+    template <int NT>
+    MLA_DEV void tile_exp(float (&s)[NT][4], const float (&mx)[2], float (&alpha)[2])
+    {
+        const float ninf = -__int_as_float(0x7f800000);
+        float base[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
             const float mnew = fmaxf(m[r], mx[r]);
-            const float base = mnew == ninf ? 0.0f : mnew;
-            alpha[r] = ex2(m[r] - base); /* 0 when m was -inf */
+            base[r] = mnew == ninf ? 0.0f : mnew;
+            alpha[r] = ex2(m[r] - base[r]); /* 0 when m was -inf */
             m[r] = mnew;
-            mx[r] = base; /* reused below as the exponent base */
         }
         float sum[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -64,12 +78,22 @@ struct OnlineSoftmax {
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int r = e >> 1;
-                s[nt][e] = ex2(s[nt][e] - mx[r]); /* 0 for masked scores */
+                s[nt][e] = ex2(s[nt][e] - base[r]); /* 0 for masked scores */
                 sum[r] += s[nt][e];
             }
         }
         l[0] = l[0] * alpha[0] + sum[0];
         l[1] = l[1] * alpha[1] + sum[1];
+    }
+
+    /* Both steps, for a tile whose columns this warp holds entirely. */
+    template <int NT>
+    MLA_DEV void update(float (&s)[NT][4], float scale_log2, int key0, const int (&lim)[2],
+                        float (&alpha)[2])
+    {
+        float mx[2];
+        tile_max<NT>(s, scale_log2, key0, lim, mx);
+        tile_exp<NT>(s, mx, alpha);
     }
 
     /* Full row sums (over the quad). */

@@ -46,7 +46,8 @@
     X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050)                          \
     X(cuLaunchKernelEx, 11060)                                                    \
     X(cuMemsetD32Async, 3020)                                                     \
-    X(cuMemcpyDtoH, 3020)
+    X(cuMemcpyDtoH, 3020)                                                         \
+    X(cuTensorMapEncodeTiled, 12000)
 
 /* Fields are named p_<base name> so cuda.h's renaming macros
  * (cuCtxPushCurrent -> cuCtxPushCurrent_v2, ...) never touch them. */

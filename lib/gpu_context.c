@@ -186,6 +186,24 @@ static mla_status_t need_threads(mla_context_t *ctx, const struct mla_gpu_kernel
     return MLA_STATUS_SUCCESS;
 }
 
+/* Let the kernel use all the shared memory a block may opt in to. */
+static mla_status_t raise_smem(mla_context_t *ctx, struct mla_gpu_kernel *k, const char *kname)
+{
+    struct mla_gpu_context *g = ctx->gpu;
+    int dyn = g->smem_optin - k->static_smem;
+    if (dyn < 0)
+        dyn = 0;
+    CUresult r =
+        g->cu->p_cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dyn);
+    if (r != CUDA_SUCCESS) {
+        char what[160];
+        snprintf(what, sizeof(what), "cuFuncSetAttribute(%s, max dynamic smem %d)", kname, dyn);
+        return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, what);
+    }
+    k->max_dyn_smem = dyn;
+    return MLA_STATUS_SUCCESS;
+}
+
 static mla_status_t load_kernels(mla_context_t *ctx)
 {
     struct mla_gpu_context *g = ctx->gpu;
@@ -230,22 +248,31 @@ static mla_status_t load_kernels(mla_context_t *ctx)
             if (!k->fn)
                 continue;
             found++;
-            int dyn = g->smem_optin - k->static_smem;
-            if (dyn < 0)
-                dyn = 0;
-            CUresult r =
-                cu->p_cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dyn);
-            if (r != CUDA_SUCCESS) {
-                snprintf(what, sizeof(what), "cuFuncSetAttribute(%s, max dynamic smem %d)", kname,
-                         dyn);
-                return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, what);
-            }
-            k->max_dyn_smem = dyn;
+            if ((st = raise_smem(ctx, k, kname)) != MLA_STATUS_SUCCESS)
+                return st;
         }
     }
     if (!found)
         return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR,
                              "no mla_decode_* kernel in the embedded fatbins");
+
+    /* The wgmma kernels exist for sm_90a only (other images are empty). */
+    if (g->cc_major == 9 && g->cc_minor == 0) {
+        for (int f = 0; f < MLA_GPU_NUM_FORMATS; f++) {
+            struct mla_gpu_kernel *k = &g->hopper[f];
+            char kname[64];
+            snprintf(kname, sizeof(kname), "mla_hopper_decode_%s", fmt_names[f]);
+            if ((st = get_kernel(ctx, kname, 1, k)) ||
+                (st = need_threads(ctx, k, kname, MLA_DECODE_THREADS)))
+                return st;
+            if (!k->fn)
+                continue;
+            if ((st = raise_smem(ctx, k, kname)) != MLA_STATUS_SUCCESS)
+                return st;
+            if (k->max_dyn_smem < (int)MLA_HOPPER_SMEM_BYTES)
+                k->fn = NULL; /* cannot be resident: the portable kernel serves */
+        }
+    }
     return MLA_STATUS_SUCCESS;
 }
 

@@ -53,6 +53,55 @@ static uint64_t dptr(const void *p)
     return (uint64_t)(uintptr_t)p;
 }
 
+_Static_assert(sizeof(CUtensorMap) == sizeof(struct mla_tensor_map),
+               "struct mla_tensor_map must hold a CUtensorMap");
+
+/*
+ * The tensor maps of the cache for the sm_90a kernel (the views and boxes
+ * kernels/mla_params.h describes).  Returns 1 with the maps filled, 0 if
+ * this call's cache does not suit them (the portable kernel runs), or -1
+ * with *err set if the driver refused an encoding.  Host-only work (no
+ * device call, about a microsecond per map).
+ */
+static int hopper_maps(const struct mla_cuda_api *cu, const struct mla_decode_params *p,
+                       struct mla_hopper_params *hp, CUresult *err)
+{
+    const uint64_t rows = (uint64_t)p->num_pages * (uint64_t)p->page_size;
+    if (p->num_pages <= 0 || rows > 0x7fffffffu || (p->kv & 15u))
+        return 0;
+    if (p->kv_format == MLA_FMT_FP8_E4M3 && p->scales_per_row > 0 && (p->scales & 15u))
+        return 0;
+    const int bf16 = p->kv_format == MLA_FMT_BF16;
+    const uint64_t rb = (uint64_t)p->row_bytes;
+    const cuuint64_t dims[3] = {bf16 ? (cuuint64_t)MLA_D_QK : rb, (cuuint64_t)p->h_kv, rows};
+    const cuuint64_t strides[2] = {rb, rb * (uint64_t)p->h_kv};
+    const cuuint32_t estr[3] = {1, 1, 1};
+    /* Box widths in elements, swizzle: see kernels/mla_params.h. */
+    cuuint32_t box0[3] = {64, 0, 0};
+    CUtensorMapSwizzle sw[3] = {bf16 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                                CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_128B};
+    int n = 1;
+    if (p->kv_format == MLA_FMT_FP8_DS_MLA) {
+        box0[1] = 16;
+        box0[2] = 128;
+        n = 3;
+    }
+    memset(hp->kv_map, 0, sizeof(hp->kv_map));
+    for (int i = 0; i < n; i++) {
+        const cuuint32_t box[3] = {box0[i], 1, MLA_HOPPER_BLOCK_N};
+        CUresult r = cu->p_cuTensorMapEncodeTiled(
+            (CUtensorMap *)(void *)&hp->kv_map[i],
+            bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 3,
+            (void *)(uintptr_t)p->kv, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sw[i], CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        if (r != CUDA_SUCCESS) {
+            *err = r;
+            return -1;
+        }
+    }
+    return 1;
+}
+
 mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a)
 {
     mla_context_t *ctx = plan->ctx;
@@ -74,6 +123,22 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a)
     p.num_pages = a->num_pages;
     p.max_pages_per_seq = a->max_pages_per_seq;
 
+    /* 64-byte aligned: the tensor maps inside must be. */
+    struct mla_hopper_params hp;
+    int use_hopper = 0;
+    if (gp->hopper) {
+        CUresult er = CUDA_SUCCESS;
+        use_hopper = hopper_maps(cu, &p, &hp, &er);
+        if (use_hopper < 0)
+            return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, er, "cuTensorMapEncodeTiled");
+        if (!use_hopper && gp->hopper_required)
+            return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
+                                 "mla_decode: MLA_KERNEL=hopper, but this call needs the portable "
+                                 "kernel (kv or scales not 16-byte aligned, or num_pages * "
+                                 "page_size >= 2^31)");
+        hp.p = p;
+    }
+
     CUstream stream = (CUstream)a->stream;
     mla_status_t st = mla__gpu_push(ctx);
     if (st != MLA_STATUS_SUCCESS)
@@ -86,9 +151,15 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a)
         r = launch(cu, g->schedule.fn, sgrid, MLA_SCHEDULE_THREADS, 0, stream, 0, &p);
     }
     if (r == CUDA_SUCCESS) {
-        what = "cuLaunchKernelEx(mla_decode)";
-        r = launch(cu, gp->decode->fn, gp->decode_grid, MLA_DECODE_THREADS, gp->decode_smem,
-                   stream, MLA_GPU_PDL_DECODE, &p);
+        if (use_hopper) {
+            what = "cuLaunchKernelEx(mla_hopper_decode)";
+            r = launch(cu, gp->hopper->fn, gp->decode_grid, MLA_DECODE_THREADS,
+                       MLA_HOPPER_SMEM_BYTES, stream, MLA_GPU_PDL_DECODE, &hp);
+        } else {
+            what = "cuLaunchKernelEx(mla_decode)";
+            r = launch(cu, gp->decode->fn, gp->decode_grid, MLA_DECODE_THREADS, gp->decode_smem,
+                       stream, MLA_GPU_PDL_DECODE, &p);
+        }
     }
     if (r == CUDA_SUCCESS) {
         what = "cuLaunchKernelEx(mla_combine)";

@@ -14,8 +14,8 @@
 
 /* Embedded fatbins (lib/fatbin.S, made by build-aux/embed-fatbin.sh from
  * kernels/NAME.fatbin). */
-#define MLA_GPU_FATBINS(X) X(schedule) X(decode) X(combine) X(append)
-#define MLA_GPU_NUM_FATBINS 4
+#define MLA_GPU_FATBINS(X) X(schedule) X(decode) X(combine) X(append) X(hopper)
+#define MLA_GPU_NUM_FATBINS 5
 
 /* Decode kernel variants, indexed [format][block_n == 64]. */
 #define MLA_GPU_NUM_FORMATS 3
@@ -40,13 +40,20 @@ struct mla_gpu_context {
     CUlibrary lib[MLA_GPU_NUM_FATBINS];
     struct mla_gpu_kernel schedule, combine, append;
     struct mla_gpu_kernel decode[MLA_GPU_NUM_FORMATS][MLA_GPU_NUM_BLOCK_N];
+    /* sm_90a kernels (kernels/hopper.cu); fn NULL on other devices. */
+    struct mla_gpu_kernel hopper[MLA_GPU_NUM_FORMATS];
 };
 
 struct mla_gpu_plan {
     struct mla_decode_params p; /* shape, tiling and offsets; pointers per call */
-    const struct mla_gpu_kernel *decode;
+    const struct mla_gpu_kernel *decode; /* portable kernel (kernels/decode.cu) */
     unsigned int decode_grid[3];
     unsigned int decode_smem;
+    /* The sm_90a kernel when the shape suits it (block_n and stages in p
+     * are then its own, which the portable kernel also accepts: it runs
+     * instead when a call's pointers do not suit the TMA path). */
+    const struct mla_gpu_kernel *hopper;
+    int hopper_required; /* MLA_KERNEL=hopper: calls it cannot take fail */
     unsigned int combine_grid[3];
     unsigned int schedule_grid;
 };
@@ -56,6 +63,13 @@ struct mla_gpu_plan {
 #define MLA_COMBINE_THREADS 128
 #define MLA_COMBINE_HEADS_PER_CTA 4
 #define MLA_APPEND_THREADS 64
+
+/* Kernel family selection from the environment (MLA_KERNEL), read when a
+ * plan is created; -1 for an unknown value. */
+#define MLA_GPU_KERNEL_AUTO 0
+#define MLA_GPU_KERNEL_PORTABLE 1
+#define MLA_GPU_KERNEL_HOPPER 2
+int mla__gpu_kernel_choice(void);
 
 /* Make the context's primary context current on this thread (push), and
  * undo it (pop).  Push failures go to ctx->err. */

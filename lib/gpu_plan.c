@@ -98,6 +98,71 @@ static mla_status_t choose_tiling(mla_context_t *ctx, const struct mla_shape *s,
                          fnames[fi], g->name, g->smem_optin);
 }
 
+/*
+ * Whether the sm_90a kernel serves this shape: it needs pages of at least 64
+ * rows (a tile is one TMA box per 64 columns), block_n 64 and 2 stages
+ * when those are forced, one KV head when E4M3 has block scales (the
+ * tile's scales are then one contiguous copy), and the portable n64
+ * kernel with 2 stages as the fallback for calls whose pointers it cannot
+ * take.  Returns why not, or NULL.
+ */
+static const char *hopper_refusal(const struct mla_gpu_context *g, const struct mla_shape *s,
+                                  int32_t spr)
+{
+    const int fi = mla__gpu_fmt_index(s->kv_format);
+    if (fi < 0 || !g->hopper[fi].fn)
+        return "the device is not sm_90a or the build has no sm_90a kernel";
+    if (s->page_size < MLA_HOPPER_BLOCK_N)
+        return "pages of fewer than 64 rows";
+    if ((s->block_n && s->block_n != MLA_HOPPER_BLOCK_N) ||
+        (s->num_kv_stages && s->num_kv_stages != MLA_HOPPER_STAGES))
+        return "block_n / stages overrides other than 64 / 2";
+    if (s->kv_format == MLA_FMT_FP8_E4M3 && spr > 0 && s->num_kv_heads != 1)
+        return "E4M3 block scales with more than one KV head";
+    const struct mla_gpu_kernel *v1 = &g->decode[fi][mla__gpu_bn_index(MLA_HOPPER_BLOCK_N)];
+    if (!v1->fn || mla_decode_smem_bytes(s->kv_format, MLA_HOPPER_BLOCK_N, MLA_HOPPER_STAGES,
+                                         spr) > (uint32_t)v1->max_dyn_smem)
+        return "no portable block_n 64 kernel to fall back on";
+    return NULL;
+}
+
+/* MLA_KERNEL: unset or "auto", "portable", or "hopper" (required: plans
+ * and calls it cannot serve are refused with NOT_SUPPORTED). */
+int mla__gpu_kernel_choice(void)
+{
+    const char *env = getenv("MLA_KERNEL");
+    if (!env || !*env || strcmp(env, "auto") == 0)
+        return MLA_GPU_KERNEL_AUTO;
+    if (strcmp(env, "portable") == 0)
+        return MLA_GPU_KERNEL_PORTABLE;
+    if (strcmp(env, "hopper") == 0)
+        return MLA_GPU_KERNEL_HOPPER;
+    return -1;
+}
+
+static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s, int32_t spr,
+                                  const struct mla_gpu_kernel **out)
+{
+    struct mla_gpu_context *g = ctx->gpu;
+    *out = NULL;
+    const int choice = mla__gpu_kernel_choice();
+    if (choice < 0)
+        return mla__ctx_fail(ctx, MLA_STATUS_INVALID_ARGUMENT,
+                             "mla_plan_create: MLA_KERNEL=%s (auto, portable or hopper)",
+                             getenv("MLA_KERNEL"));
+    if (choice == MLA_GPU_KERNEL_PORTABLE)
+        return MLA_STATUS_SUCCESS;
+    const char *why = hopper_refusal(g, s, spr);
+    if (why && choice == MLA_GPU_KERNEL_HOPPER)
+        return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
+                             "mla_plan_create: MLA_KERNEL=hopper, but the sm_90a kernel does not "
+                             "serve this shape: %s",
+                             why);
+    if (!why)
+        *out = &g->hopper[s->kv_format];
+    return MLA_STATUS_SUCCESS;
+}
+
 static int32_t ceil_div(int64_t a, int64_t b)
 {
     return (int32_t)((a + b - 1) / b);
@@ -125,6 +190,13 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     int32_t bn = 0, stages = 0;
     if ((st = choose_tiling(ctx, s, spr, &bn, &stages)) != MLA_STATUS_SUCCESS)
         return st;
+    const struct mla_gpu_kernel *hopper = NULL;
+    if ((st = choose_hopper(ctx, s, spr, &hopper)) != MLA_STATUS_SUCCESS)
+        return st;
+    if (hopper) {
+        bn = MLA_HOPPER_BLOCK_N;
+        stages = MLA_HOPPER_STAGES;
+    }
     const struct mla_gpu_kernel *k = &g->decode[s->kv_format][mla__gpu_bn_index(bn)];
     const uint32_t smem = mla_decode_smem_bytes(s->kv_format, bn, stages, spr);
 
@@ -137,8 +209,9 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     int occ = 1;
     if ((st = mla__gpu_push(ctx)) != MLA_STATUS_SUCCESS)
         return st;
-    CUresult r =
-        g->cu->p_cuOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k->fn, MLA_DECODE_THREADS, smem);
+    CUresult r = g->cu->p_cuOccupancyMaxActiveBlocksPerMultiprocessor(
+        &occ, hopper ? hopper->fn : k->fn, MLA_DECODE_THREADS,
+        hopper ? MLA_HOPPER_SMEM_BYTES : smem);
     mla__gpu_pop(ctx);
     if (r != CUDA_SUCCESS)
         return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r,
@@ -218,6 +291,8 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
 
     gp->decode = k;
     gp->decode_smem = smem;
+    gp->hopper = hopper;
+    gp->hopper_required = mla__gpu_kernel_choice() == MLA_GPU_KERNEL_HOPPER;
     gp->decode_grid[0] = (unsigned)m_blocks;
     gp->decode_grid[1] = (unsigned)s->num_kv_heads;
     gp->decode_grid[2] = (unsigned)(batch * splits);

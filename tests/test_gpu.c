@@ -32,6 +32,7 @@
 static mla_context_t *g_gpu, *g_cpu;
 static devmem_stream g_stream;
 static int g_quick;
+static int g_hopper; /* sm_90 device and an sm_90a build: the wgmma kernel exists */
 static uint16_t rnd_bf16(double sigma)
 {
     return mla_float_to_bf16((float)(rnd_gauss() * sigma));
@@ -209,9 +210,10 @@ struct kcase {
     int no_lse;
     double softmax_scale;  /* 0 = default */
     int null_stream;       /* decode on the legacy stream */
+    const char *kernel;    /* MLA_KERNEL for the plan; NULL = unset (auto) */
 };
 
-#define MAX_CASES 128
+#define MAX_CASES 192
 static struct kcase g_cases[MAX_CASES];
 static int g_ncases;
 
@@ -245,10 +247,12 @@ static void name_cases(void)
         for (int b = 0; b < c->batch; b++)
             mx = c->lens[b] > mx ? c->lens[b] : mx;
         snprintf(c->name, sizeof(c->name),
-                 "#%d %s h%d/%d n%d%s P%d b%d maxlen %d bn%d%s%s%s%s", i, modes[c->mode].name,
-                 c->h_q, c->h_kv, c->q_len, c->causal ? " causal" : "", c->page, c->batch,
-                 (int)mx, c->block_n, c->stages ? " stages" : "", c->no_lse ? " nolse" : "",
-                 c->softmax_scale > 0 ? " sscale" : "", c->null_stream ? " nullstream" : "");
+                 "#%d %s h%d/%d n%d%s P%d b%d maxlen %d bn%d%s%s%s%s%s%s", i,
+                 modes[c->mode].name, c->h_q, c->h_kv, c->q_len, c->causal ? " causal" : "",
+                 c->page, c->batch, (int)mx, c->block_n, c->stages ? " stages" : "",
+                 c->no_lse ? " nolse" : "", c->softmax_scale > 0 ? " sscale" : "",
+                 c->null_stream ? " nullstream" : "", c->kernel ? " kernel=" : "",
+                 c->kernel ? c->kernel : "");
     }
 }
 
@@ -270,6 +274,14 @@ static void build_cases(void)
         c = add_case(16, 1, 4, M_DSMLA, 64, 1, 7, lens_mix7);
         c->block_n = 32;
         c = add_case(64, 1, 1, M_E4M3, 1, 0, 7, lens_mix7);
+        if (g_hopper) {
+            c = add_case(64, 1, 1, M_G64, 64, 0, 7, lens_mix7);
+            c->kernel = "hopper";
+            c = add_case(128, 1, 2, M_DSMLA, 128, 1, 7, lens_mix7);
+            c->kernel = "hopper";
+            c = add_case(16, 1, 1, M_BF16, 64, 0, 1, ones);
+            c->kernel = "hopper";
+        }
         name_cases();
         return;
     }
@@ -335,6 +347,48 @@ static void build_cases(void)
     for (int m = 0; m < NMODES; m++)
         add_case(16, 1, 1, m, 64, 0, 1, ones);
     add_case(128, 1, 4, M_G64, 64, 1, 1, ones);
+
+    /* The sm_90a kernel, required (MLA_KERNEL=hopper: a shape it does not
+     * take fails instead of falling back), and every third case again on
+     * the portable kernel at the same page size. */
+    if (g_hopper) {
+        static const int hh[][2] = {{1, 1}, {3, 1}, {16, 1}, {16, 4}, {32, 2}, {64, 1},
+                                    {64, 8}, {128, 1}, {128, 2}};
+        int k = 0;
+        for (int i = 0; i < (int)(sizeof(hh) / sizeof(hh[0])); i++)
+            for (int n = 1; n <= 4; n *= 2) {
+                int m = k % NMODES;
+                if (hh[i][1] > 1 && (m == M_G32 || m == M_G64 || m == M_G128))
+                    m = M_E4M3; /* block scales with h_kv > 1: portable only */
+                c = add_case(hh[i][0], hh[i][1], n, m, 64 << (k % 3), k % 2, 7, lens_mix7);
+                c->kernel = k % 3 == 2 ? "portable" : "hopper";
+                k++;
+            }
+        static const int hpages[3] = {64, 128, 256};
+        for (int pi = 0; pi < 3; pi++) {
+            const int P = hpages[pi];
+            const int32_t pl[7] = {P - 1, P, P + 1, 2 * P - 1, 2 * P + 1, 3 * P + 5, 1};
+            for (int m = 0; m < NMODES; m++) {
+                c = add_case(m % 2 ? 128 : 16, 1, 1 + (m % 3 == 1), m, P, m % 3 == 1, 7, pl);
+                c->kernel = "hopper";
+            }
+        }
+        for (int m = 0; m < NMODES; m++) {
+            c = add_case(128, 1, 1, m, 64, 0, 1, ones); /* one request, many splits */
+            c->kernel = "hopper";
+        }
+        for (int m = 0; m < NMODES; m += 2) {
+            for (int i = 0; i < 64; i++)
+                lens[i] = 1 + rnd_int(3000);
+            c = add_case(m ? 64 : 16, 1, 1 + (m == 4), m, 64, m == 4, 64, lens);
+            c->kernel = "hopper";
+            c->sample = 5;
+        }
+        c = add_case(16, 1, 1, M_G32, 64, 0, 7, lens_mix7);
+        c->kernel = "hopper";
+        c->no_lse = 1;
+        c->softmax_scale = 0.05;
+    }
 
     /* Odds and ends: no LSE, explicit softmax scale, all lengths 0, a plan
      * bound far above the lengths, explicit stage counts. */
@@ -739,7 +793,12 @@ START_TEST(decode_grid)
     double t0 = now_s();
     build_problem(&p, c, NULL, 0);
     int max_seq_len = c->max_seq_len ? c->max_seq_len : (p.max_len > 0 ? p.max_len : 1);
+    if (c->kernel)
+        setenv("MLA_KERNEL", c->kernel, 1);
+    else
+        unsetenv("MLA_KERNEL");
     mla_plan_t *plan = gpu_plan(&p, max_seq_len);
+    unsetenv("MLA_KERNEL"); /* read at plan creation only */
     if (!plan) {
         arena_reset();
         return;
@@ -797,13 +856,16 @@ START_TEST(graph_replay)
     c.h_kv = 1;
     c.q_len = 2;
     c.causal = 1;
-    c.mode = _i == 0 ? M_BF16 : M_G64;
-    c.page = 16;
+    c.mode = _i % 2 == 0 ? M_BF16 : M_G64;
+    c.page = _i < 2 ? 16 : 64; /* 64: the sm_90a kernel where there is one */
     c.batch = 4;
     memcpy(c.lens, lens1, sizeof(lens1));
-    snprintf(c.name, sizeof(c.name), "graph %s", modes[c.mode].name);
+    snprintf(c.name, sizeof(c.name), "graph %s P%d", modes[c.mode].name, c.page);
     build_problem(&p, &c, fill, 0);
+    if (_i >= 2 && g_hopper)
+        setenv("MLA_KERNEL", "hopper", 1);
     mla_plan_t *plan = gpu_plan(&p, 300);
+    unsetenv("MLA_KERNEL");
     REQUIRE(plan, "plan");
     size_t ws_bytes = 0;
     devmem_ptr ws = gpu_workspace(plan, &ws_bytes);
@@ -1140,7 +1202,7 @@ static Suite *gpu_suite(void)
 
     tc = tcase_create("graph");
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, graph_replay, 0, 2);
+    tcase_add_loop_test(tc, graph_replay, 0, 4);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("validation");
@@ -1196,6 +1258,9 @@ int main(void)
     printf("device 0: %s, sm_%d%d, %d SMs; %s\n", name, ccmaj, ccmin, sms, mla_build_info());
     fflush(stdout);
 
+    g_hopper = ccmaj == 9 && ccmin == 0 && strstr(mla_build_info(), "sm_90a") != NULL;
+    printf("sm_90a kernel: %s\n", g_hopper ? "tested (cases marked kernel=hopper require it)"
+                                             : "not available on this device/build");
     build_cases();
     SRunner *sr = srunner_create(gpu_suite());
     srunner_set_fork_status(sr, CK_NOFORK);

@@ -1,0 +1,120 @@
+/*
+ * wgmma.cuh - Hopper warpgroup MMA (sm_90a): shared-memory matrix
+ * descriptors for 128-byte-swizzled BF16 tiles and the two wgmma shapes
+ * the decode kernel issues.  All four warps of a warpgroup execute each of
+ * these together (converged, same operands).
+ *
+ * Tile layout (what TMA SWIZZLE_128B writes and wgmma reads): a matrix of
+ * R rows x 64 bf16 is R rows of 128 bytes, 8-row groups 1024 bytes apart,
+ * and 16-byte granule g of row r stored at granule g ^ (r & 7); wider
+ * matrices are several such 64-column chunks.  Chunks start 1024-byte
+ * aligned, so the hardware's address-based swizzle matches.
+ *
+ * Accumulator layout of m64nNk16 (f32): warp w of the warpgroup holds rows
+ * 16 w .. 16 w + 15 exactly as an m16n8 mma.sync accumulator per 8-column
+ * tile: d[nt][0..1] row g, columns 8 nt + 2 t (+1); d[nt][2..3] row g + 8
+ * (g = lane / 4, t = lane % 4).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef MLA_WGMMA_CUH
+#define MLA_WGMMA_CUH
+
+#include "ptx.cuh"
+
+namespace mla {
+
+/*
+ * Descriptor of a 128B-swizzled operand at shared address addr.
+ * K-major (rows are M or N, K contiguous: Q, K, P): sbo = 1024 (next 8
+ * rows), lbo unused (16).  MN-major (V, N contiguous, read with
+ * imm-trans-b): lbo = bytes to the next 64-column chunk, sbo = 1024 (next 8
+ * rows of K).
+ */
+MLA_DEV uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((addr & 0x3ffffu) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
+           ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
+}
+
+/* Orders this thread's register accesses before the wgmmas that follow
+ * (accumulators written by ordinary instructions). */
+MLA_DEV void wg_fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+
+MLA_DEV void wg_commit()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+/* Wait until at most N committed groups are pending. */
+template <int N>
+MLA_DEV void wg_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+/* Keeps the compiler from moving accesses of an accumulator across a
+ * wg_wait (the asm above does not name the registers). */
+template <int NT>
+MLA_DEV void wg_hold(float (&d)[NT][4])
+{
+#pragma unroll
+    for (int i = 0; i < NT; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            asm volatile("" : "+f"(d[i][e])::"memory");
+}
+
+/* d (+)= A[64 x 16] B[16 x 32]: A and B K-major in shared memory (Q K^T). */
+MLA_DEV void wgmma_m64n32_ss(float (&d)[4][4], uint64_t da, uint64_t db, uint32_t accumulate)
+{
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %18, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+                 "}, %16, %17, p, 1, 1, 0, 0;\n\t}"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+        : "l"(da), "l"(db), "r"(accumulate));
+}
+
+/* d (+)= A[64 x 16] B[16 x 128]: A K-major, B MN-major (imm-trans-b) in
+ * shared memory (P V); d is columns [8 NT0, 8 NT0 + 128) of a wider
+ * accumulator.  (ptxas checks one instruction's registers against the
+ * kernel's entry limit, 128 at 512 threads, so n256 does not assemble.) */
+template <int NT0>
+MLA_DEV void wgmma_m64n128_ss_tb(float (&d)[32][4], uint64_t da, uint64_t db, uint32_t accumulate)
+{
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                 "}, %64, %65, p, 1, 1, 0, 1;\n\t}"
+        : "+f"(d[NT0 + 0][0]), "+f"(d[NT0 + 0][1]), "+f"(d[NT0 + 0][2]), "+f"(d[NT0 + 0][3]),
+          "+f"(d[NT0 + 1][0]), "+f"(d[NT0 + 1][1]), "+f"(d[NT0 + 1][2]), "+f"(d[NT0 + 1][3]),
+          "+f"(d[NT0 + 2][0]), "+f"(d[NT0 + 2][1]), "+f"(d[NT0 + 2][2]), "+f"(d[NT0 + 2][3]),
+          "+f"(d[NT0 + 3][0]), "+f"(d[NT0 + 3][1]), "+f"(d[NT0 + 3][2]), "+f"(d[NT0 + 3][3]),
+          "+f"(d[NT0 + 4][0]), "+f"(d[NT0 + 4][1]), "+f"(d[NT0 + 4][2]), "+f"(d[NT0 + 4][3]),
+          "+f"(d[NT0 + 5][0]), "+f"(d[NT0 + 5][1]), "+f"(d[NT0 + 5][2]), "+f"(d[NT0 + 5][3]),
+          "+f"(d[NT0 + 6][0]), "+f"(d[NT0 + 6][1]), "+f"(d[NT0 + 6][2]), "+f"(d[NT0 + 6][3]),
+          "+f"(d[NT0 + 7][0]), "+f"(d[NT0 + 7][1]), "+f"(d[NT0 + 7][2]), "+f"(d[NT0 + 7][3]),
+          "+f"(d[NT0 + 8][0]), "+f"(d[NT0 + 8][1]), "+f"(d[NT0 + 8][2]), "+f"(d[NT0 + 8][3]),
+          "+f"(d[NT0 + 9][0]), "+f"(d[NT0 + 9][1]), "+f"(d[NT0 + 9][2]), "+f"(d[NT0 + 9][3]),
+          "+f"(d[NT0 + 10][0]), "+f"(d[NT0 + 10][1]), "+f"(d[NT0 + 10][2]), "+f"(d[NT0 + 10][3]),
+          "+f"(d[NT0 + 11][0]), "+f"(d[NT0 + 11][1]), "+f"(d[NT0 + 11][2]), "+f"(d[NT0 + 11][3]),
+          "+f"(d[NT0 + 12][0]), "+f"(d[NT0 + 12][1]), "+f"(d[NT0 + 12][2]), "+f"(d[NT0 + 12][3]),
+          "+f"(d[NT0 + 13][0]), "+f"(d[NT0 + 13][1]), "+f"(d[NT0 + 13][2]), "+f"(d[NT0 + 13][3]),
+          "+f"(d[NT0 + 14][0]), "+f"(d[NT0 + 14][1]), "+f"(d[NT0 + 14][2]), "+f"(d[NT0 + 14][3]),
+          "+f"(d[NT0 + 15][0]), "+f"(d[NT0 + 15][1]), "+f"(d[NT0 + 15][2]), "+f"(d[NT0 + 15][3])
+        : "l"(da), "l"(db), "r"(accumulate));
+}
+
+} /* namespace mla */
+
+#endif /* MLA_WGMMA_CUH */

@@ -37,8 +37,12 @@
  * Barriers (per stage s; arrivals per phase):
  *   loaded[s]    1: the loader's arrive.expect_tx; completes when every
  *                byte of the tile (and its scales) has landed.
- *   converted[s] 128 (FP8): converter threads, after fence.proxy.async.
- *   free[s]      256: consumer threads, once P V of the tile completed.
+ *   converted[s][g] 128 (FP8): converter threads, after fence.proxy.async,
+ *                once chunk group g of the tile is BF16 (QK of group 0
+ *                starts while groups 1 and 2 are converted).
+ *   free[s]      256: consumer threads, once P V of the tile completed;
+ *                signalled before they block on the next tile, or right
+ *                after queueing its first wgmmas.
  *   q            128: converter threads after writing the Q tile.
  * Named barriers (bar.sync ids): 1 row maxima, 2 P written, 3 BF16 tail
  * zeroed, 5 final sums (the two consumer WGs, 256 threads); 4 the
@@ -69,7 +73,16 @@ namespace hopper {
 constexpr int kConsumerRegs = 208, kCvtRegs = 56, kLoadRegs = 40; /* 2*208+56+40 = 4*128 */
 constexpr uint32_t kBN = MLA_HOPPER_BLOCK_N, kStages = MLA_HOPPER_STAGES;
 constexpr uint32_t kChunk = 8192, kTile = MLA_HOPPER_TILE_BYTES;
-constexpr uint32_t kBarLoaded = 0, kBarConverted = 16, kBarFree = 32, kBarQ = 48;
+/* Barrier block: loaded[2], free[2], q, converted[2][3]. */
+constexpr uint32_t kBarLoaded = 0, kBarFree = 16, kBarQ = 32, kBarConverted = 40;
+/* Chunk groups the converter releases one by one (QK starts on the first
+ * while the rest is converted): E4M3 chunks {0-2, 3-5, 6-8}, DS_MLA nope
+ * chunks {0-2, 3-5, 6-7}. */
+constexpr int kGroups = 3;
+MLA_DEV uint32_t converted_bar(uint32_t bars, uint32_t stage, int grp)
+{
+    return bars + kBarConverted + 8u * (kGroups * stage + grp);
+}
 constexpr uint32_t kNbMax = 1, kNbP = 2, kNbTail = 3, kNbCvt = 4, kNbSum = 5;
 
 struct Cta : CtaWork {
@@ -192,9 +205,10 @@ MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid)
  * store have disjoint swizzled granules (no bank conflicts).
  */
 template <int FMT>
-MLA_DEV void convert_tile(const Cta &c, uint32_t stg, uint32_t scl, uint32_t nvalid,
-                          uint32_t tid, int gshift, int spr)
+MLA_DEV void convert_tile(const Cta &c, uint32_t stage, uint32_t nvalid, uint32_t tid, int gshift,
+                          int spr)
 {
+    const uint32_t stg = c.stage(stage), scl = c.scales(stage);
     constexpr int NCH = FMT == MLA_FMT_FP8_E4M3 ? 9 : 8;
     constexpr uint32_t SRC = FMT == MLA_FMT_FP8_E4M3 ? kTile / 2 : 4u * kChunk;
     const uint32_t qd = tid & 3u, ra = tid >> 2, rb = ra + 32u;
@@ -228,8 +242,11 @@ MLA_DEV void convert_tile(const Cta &c, uint32_t stg, uint32_t scl, uint32_t nva
         sts128(da + sw1, a1.x, a1.y, a1.z, a1.w);
         sts128(db + sw0, b0.x, b0.y, b0.z, b0.w);
         sts128(db + sw1, b1.x, b1.y, b1.z, b1.w);
+        if (ch == 2 || ch == 5 || ch == NCH - 1) {
+            fence_proxy_async(); /* wgmma reads these chunks */
+            mbar_arrive(converted_bar(c.bars, stage, ch == 2 ? 0 : ch == 5 ? 1 : 2));
+        }
     }
-    (void)c;
 }
 
 template <int FMT>
@@ -248,10 +265,7 @@ MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid
     for (int t = c.t0; t < c.t1; t++) {
         mbar_wait(c.bars + kBarLoaded + 8u * st.stage, st.phase);
         const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
-        convert_tile<FMT>(c, c.stage(st.stage), c.scales(st.stage), nvalid, tid, gshift,
-                          p.scales_per_row);
-        fence_proxy_async();
-        mbar_arrive(c.bars + kBarConverted + 8u * st.stage);
+        convert_tile<FMT>(c, st.stage, nvalid, tid, gshift, p.scales_per_row);
         st.advance(kStages);
     }
 }
@@ -271,8 +285,9 @@ MLA_DEV void zero_tail(uint32_t stg, uint32_t nvalid, uint32_t tid)
     bar_sync(kNbTail, 256);
 }
 
-/* S[64 x 32] = Q K^T over 64-column chunks [C0, C1), K rows 32 wg .. +31. */
-template <int C0, int C1>
+/* S[64 x 32] (+)= Q K^T over 64-column chunks [C0, C1), K rows 32 wg ..
+ * +31; ACC 0 starts from zero. */
+template <int C0, int C1, int ACC = 0>
 MLA_DEV void qk_chunks(float (&s)[4][4], uint32_t sq, uint32_t stg, uint32_t wg)
 {
 #pragma unroll
@@ -281,7 +296,7 @@ MLA_DEV void qk_chunks(float (&s)[4][4], uint32_t sq, uint32_t stg, uint32_t wg)
         for (int ks = 0; ks < 4; ks++) {
             const uint64_t da = wg_desc(sq + ch * kChunk + 32u * ks, 16u, 1024u);
             const uint64_t db = wg_desc(stg + ch * kChunk + wg * 4096u + 32u * ks, 16u, 1024u);
-            wgmma_m64n32_ss(s, da, db, (ch != C0 || ks != 0) ? 1u : 0u);
+            wgmma_m64n32_ss(s, da, db, (ACC || ch != C0 || ks != 0) ? 1u : 0u);
         }
     }
 }
@@ -305,7 +320,6 @@ MLA_DEV void consumer_role(const mla_decode_params &p, const Cta &c, uint32_t wg
     /* DS_MLA: kv_scale is folded into score_scale_log2 for the whole
      * product, but the RoPE part is unscaled: divide its share back out. */
     const float rope_factor = FMT == MLA_FMT_FP8_DS_MLA ? __frcp_rn(p.out_scale) : 1.0f;
-    const uint32_t ready = c.bars + (FMT == MLA_FMT_BF16 ? kBarLoaded : kBarConverted);
     const uint32_t mine = c.xchg + 4u * (64u * wg + (uint32_t)row0);
     const uint32_t other = c.xchg + 4u * (64u * (wg ^ 1u) + (uint32_t)row0);
 
@@ -313,26 +327,55 @@ MLA_DEV void consumer_role(const mla_decode_params &p, const Cta &c, uint32_t wg
     PipeState st;
     st.init();
     uint32_t prev = 0;
+    bool pending = false; /* P V of the previous tile in flight, its stage not yet freed */
     for (int t = c.t0; t < c.t1; t++) {
-        if (FMT == MLA_FMT_FP8_DS_MLA) /* the RoPE chunk comes straight from TMA */
-            mbar_wait(c.bars + kBarLoaded + 8u * st.stage, st.phase);
-        mbar_wait(ready + 8u * st.stage, st.phase);
         const uint32_t stg = c.stage(st.stage);
         const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
+        const uint32_t loaded = c.bars + kBarLoaded + 8u * st.stage;
+        /* The barrier that must complete before the first QK chunks. */
+        const uint32_t first = FMT == MLA_FMT_BF16 ? loaded : converted_bar(c.bars, st.stage, 0);
+        /* Free the previous stage as soon as its P V is done, so that the
+         * loader can refill it: now, if this tile is not ready (waiting
+         * with the stage held would serialize load and compute), else
+         * right after this tile's first wgmmas are queued behind it. */
+        if (pending && !mbar_test(first, st.phase)) {
+            wg_wait<0>();
+            wg_hold(o);
+            mbar_arrive(c.bars + kBarFree + 8u * prev);
+            pending = false;
+        }
+        if (FMT == MLA_FMT_FP8_DS_MLA) /* the RoPE chunk comes straight from TMA */
+            mbar_wait(loaded, st.phase);
+        mbar_wait(first, st.phase);
         if (FMT == MLA_FMT_BF16 && nvalid < kBN)
             zero_tail(stg, nvalid, tid);
 
         float s[4][4];
         float sr[4][4];
         wg_fence();
-        if (FMT == MLA_FMT_FP8_DS_MLA) {
+        if (FMT == MLA_FMT_FP8_DS_MLA)
             qk_chunks<8, 9>(sr, c.sq, stg, wg);
-            qk_chunks<0, 8>(s, c.sq, stg, wg);
-        } else {
+        if (FMT == MLA_FMT_BF16) {
             qk_chunks<0, 9>(s, c.sq, stg, wg);
+        } else {
+            qk_chunks<0, 3>(s, c.sq, stg, wg);
         }
         wg_commit();
-        wg_wait<0>(); /* also completes the previous tile's P V */
+        if (pending) {
+            wg_wait<1>(); /* groups retire in order: the previous P V is done */
+            wg_hold(o);
+            mbar_arrive(c.bars + kBarFree + 8u * prev);
+            pending = false;
+        }
+        if (FMT != MLA_FMT_BF16) {
+            constexpr int NCH = FMT == MLA_FMT_FP8_E4M3 ? 9 : 8;
+            mbar_wait(converted_bar(c.bars, st.stage, 1), st.phase);
+            qk_chunks<3, 6, 1>(s, c.sq, stg, wg);
+            mbar_wait(converted_bar(c.bars, st.stage, 2), st.phase);
+            qk_chunks<6, NCH, 1>(s, c.sq, stg, wg);
+            wg_commit();
+        }
+        wg_wait<0>();
         wg_hold(s);
         wg_hold(o);
         if (FMT == MLA_FMT_FP8_DS_MLA) {
@@ -343,8 +386,6 @@ MLA_DEV void consumer_role(const mla_decode_params &p, const Cta &c, uint32_t wg
                 for (int e = 0; e < 4; e++)
                     s[i][e] = fmaf(sr[i][e], rope_factor, s[i][e]);
         }
-        if (t > c.t0)
-            mbar_arrive(c.bars + kBarFree + 8u * prev);
 
         /* Row maxima over both halves of the tile. */
         float mx[2];
@@ -390,6 +431,7 @@ MLA_DEV void consumer_role(const mla_decode_params &p, const Cta &c, uint32_t wg
         wg_commit();
         wg_hold(o); /* o stays in these registers until the wait */
         prev = st.stage;
+        pending = true;
         st.advance(kStages);
     }
     wg_wait<0>();
@@ -425,7 +467,8 @@ MLA_DEV void decode(const mla_hopper_params &hp)
     if (threadIdx.x == 0) {
         for (uint32_t s = 0; s < kStages; s++) {
             mbar_init(c0.bars + kBarLoaded + 8u * s, 1);
-            mbar_init(c0.bars + kBarConverted + 8u * s, 128);
+            for (int grp = 0; grp < kGroups; grp++)
+                mbar_init(converted_bar(c0.bars, s, grp), 128);
             mbar_init(c0.bars + kBarFree + 8u * s, 256);
         }
         mbar_init(c0.bars + kBarQ, 128);

@@ -69,6 +69,22 @@ MLA_DEV void mbar_wait(uint32_t bar, uint32_t parity)
         : "memory");
 }
 
+/* Whether that phase has completed, without waiting (acquire if so). */
+MLA_DEV bool mbar_test(uint32_t bar, uint32_t parity)
+{
+    uint32_t done;
+    asm volatile(
+        "{\n\t"
+        ".reg .pred p;\n\t"
+        "mbarrier.test_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n\t"
+        "selp.u32 %0, 1, 0, p;\n\t"
+        "}"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+    return done != 0;
+}
+
 /* ---- proxies ---- */
 
 /* Orders this thread's generic-proxy shared-memory accesses before later

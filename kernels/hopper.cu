@@ -5,7 +5,7 @@
  * split is the scheduler's (schedule.cuh), the output the same as the
  * portable kernels' (epilogue.cuh), so mla_combine serves both.
  *
- * Warp roles (512 threads; setmaxnreg 208 / 56 / 40):
+ * Warp roles (512 threads; setmaxnreg 208 / 56 / 40 (consumers / converter WG / loader WG)):
  *   warps 0-7   two consumer warpgroups.  WG w computes the scores of keys
  *               32 w .. 32 w + 31 of the tile for all 64 rows (wgmma
  *               m64n32k16 over 576 dims, so each score is computed once),
@@ -13,10 +13,12 @@
  *               memory, writes its half of P (bf16) into the stage's RoPE
  *               chunk (which P V does not read), and after a barrier
  *               accumulates O[:, 256 w .. 256 w + 255] += P V with wgmma
- *               m64n128k16 x 2 (A = P, B = V read N-major from the same tile).
- *               P V of tile t runs while tile t + 1's scores are issued.
- *   warps 8-11  converter: loads Q once (bf16 global -> swizzled tile);
- *               for FP8 formats converts each landed tile to BF16 in
+ *               m64n128k16 x 2 (A = P, B = V read N-major from the same
+ *               tile).  When tile t + 1 is already in shared memory its
+ *               scores are queued ahead of P V of tile t, and its softmax
+ *               runs while the tensor cores finish P V.
+ *   warps 8-11  converter warpgroup: loads Q once (bf16 global -> the
+ *               swizzled tile), converts each landed FP8 tile to BF16 in
  *               place, writing zeros for rows at or past the length.
  *   warp 12     loader (one elected lane): per tile one TMA box per 64
  *               columns through the block table; E4M3 block scales by one
@@ -38,15 +40,15 @@
  *   loaded[s]    1: the loader's arrive.expect_tx; completes when every
  *                byte of the tile (and its scales) has landed.
  *   converted[s][g] 128 (FP8): converter threads, after fence.proxy.async,
- *                once chunk group g of the tile is BF16 (QK of group 0
- *                starts while groups 1 and 2 are converted).
+ *                once chunk group g (chunks 0-2, 3-5, 6-8) is BF16: QK
+ *                starts on group 0 while the rest is converted.
  *   free[s]      256: consumer threads, once P V of the tile completed;
- *                signalled before they block on the next tile, or right
- *                after queueing its first wgmmas.
- *   q            128: converter threads after writing the Q tile.
+ *                before they block on a tile that is not ready yet.
+ *   q            128: converter warpgroup threads after writing Q.
  * Named barriers (bar.sync ids): 1 row maxima, 2 P written, 3 BF16 tail
  * zeroed, 5 final sums (the two consumer WGs, 256 threads); 4 the
- * converter (128).
+ * converter (128); 6 and 7 consumer WG 0 / 1 alone (to make a
+ * decision uniform over the warpgroup).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -73,7 +75,8 @@ namespace hopper {
 constexpr int kConsumerRegs = 208, kCvtRegs = 56, kLoadRegs = 40; /* 2*208+56+40 = 4*128 */
 constexpr uint32_t kBN = MLA_HOPPER_BLOCK_N, kStages = MLA_HOPPER_STAGES;
 constexpr uint32_t kChunk = 8192, kTile = MLA_HOPPER_TILE_BYTES;
-/* Barrier block: loaded[2], free[2], q, converted[2][3]. */
+/* Barrier block: loaded[2], free[2], q, converted[2][3]; at 96 one flag
+ * word per consumer WG. */
 constexpr uint32_t kBarLoaded = 0, kBarFree = 16, kBarQ = 32, kBarConverted = 40;
 /* Chunk groups the converter releases one by one (QK starts on the first
  * while the rest is converted): E4M3 chunks {0-2, 3-5, 6-8}, DS_MLA nope
@@ -83,7 +86,7 @@ MLA_DEV uint32_t converted_bar(uint32_t bars, uint32_t stage, int grp)
 {
     return bars + kBarConverted + 8u * (kGroups * stage + grp);
 }
-constexpr uint32_t kNbMax = 1, kNbP = 2, kNbTail = 3, kNbCvt = 4, kNbSum = 5;
+constexpr uint32_t kNbMax = 1, kNbP = 2, kNbTail = 3, kNbCvt = 4, kNbSum = 5, kNbWg0 = 6;
 
 struct Cta : CtaWork {
     uint32_t sq;     /* Q tile */
@@ -301,83 +304,91 @@ MLA_DEV void qk_chunks(float (&s)[4][4], uint32_t sq, uint32_t stg, uint32_t wg)
     }
 }
 
+/* One consumer thread's state and the steps of a tile. */
 template <int FMT>
-MLA_DEV void consumer_role(const mla_decode_params &p, const Cta &c, uint32_t wg, uint32_t wl,
-                           uint32_t lane)
-{
-    const uint32_t g = lane >> 2, tq = lane & 3u;
-    const uint32_t tid = 128u * wg + 32u * wl + lane;
-    const int row0 = (int)(16u * wl + g);
+struct Consumer {
+    const mla_decode_params &p;
+    const Cta &c;
+    uint32_t wg, g, tq, tid;
+    int row0;
     int lim[2];
-    row_limits(p, c, row0, lim);
-
+    uint32_t mine, other; /* this row's slot in the exchange, and the other WG's */
+    float rope_factor;
     float o[32][4];
-#pragma unroll
-    for (int i = 0; i < 32; i++)
-        o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float s[4][4], sr[4][4]; /* scores of the tile in flight (sr: DS_MLA RoPE part) */
+    float alpha[2];
     OnlineSoftmax sm;
-    sm.init();
-    /* DS_MLA: kv_scale is folded into score_scale_log2 for the whole
-     * product, but the RoPE part is unscaled: divide its share back out. */
-    const float rope_factor = FMT == MLA_FMT_FP8_DS_MLA ? __frcp_rn(p.out_scale) : 1.0f;
-    const uint32_t mine = c.xchg + 4u * (64u * wg + (uint32_t)row0);
-    const uint32_t other = c.xchg + 4u * (64u * (wg ^ 1u) + (uint32_t)row0);
 
-    mbar_wait(c.bars + kBarQ, 0);
-    PipeState st;
-    st.init();
-    uint32_t prev = 0;
-    bool pending = false; /* P V of the previous tile in flight, its stage not yet freed */
-    for (int t = c.t0; t < c.t1; t++) {
+    MLA_DEV Consumer(const mla_decode_params &p_, const Cta &c_, uint32_t wg_, uint32_t wl,
+                     uint32_t lane)
+        : p(p_), c(c_), wg(wg_), g(lane >> 2), tq(lane & 3u), tid(128u * wg_ + 32u * wl + lane)
+    {
+        row0 = (int)(16u * wl + g);
+        row_limits(p, c, row0, lim);
+        mine = c.xchg + 4u * (64u * wg + (uint32_t)row0);
+        other = c.xchg + 4u * (64u * (wg ^ 1u) + (uint32_t)row0);
+        /* DS_MLA: kv_scale is folded into score_scale_log2 for the whole
+         * product, but the RoPE part is unscaled: divide its share back. */
+        rope_factor = FMT == MLA_FMT_FP8_DS_MLA ? __frcp_rn(p.out_scale) : 1.0f;
+#pragma unroll
+        for (int i = 0; i < 32; i++)
+            o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+        sm.init();
+    }
+
+    /* The barrier whose completion means the whole tile is ready. */
+    MLA_DEV uint32_t last_bar(const PipeState &st) const
+    {
+        return FMT == MLA_FMT_BF16 ? c.bars + kBarLoaded + 8u * st.stage
+                                   : converted_bar(c.bars, st.stage, kGroups - 1);
+    }
+
+    /* Same answer in every thread of the warpgroup (the wgmma sequence
+     * that follows must be), from one thread's non-blocking test. */
+    MLA_DEV bool wg_ready(const PipeState &st) const
+    {
+        const uint32_t flag = c.bars + 96u + 4u * wg;
+        if ((tid & 127u) == 0)
+            sts32(flag, mbar_test(last_bar(st), st.phase) ? 1u : 0u);
+        bar_sync(kNbWg0 + wg, 128);
+        return lds32(flag) != 0u;
+    }
+
+    /* Queue S = Q K^T of tile t (stage st), waiting for its data chunk
+     * group by chunk group; one commit group. */
+    MLA_DEV void scores(int t, const PipeState &st)
+    {
         const uint32_t stg = c.stage(st.stage);
-        const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
         const uint32_t loaded = c.bars + kBarLoaded + 8u * st.stage;
-        /* The barrier that must complete before the first QK chunks. */
-        const uint32_t first = FMT == MLA_FMT_BF16 ? loaded : converted_bar(c.bars, st.stage, 0);
-        /* Free the previous stage as soon as its P V is done, so that the
-         * loader can refill it: now, if this tile is not ready (waiting
-         * with the stage held would serialize load and compute), else
-         * right after this tile's first wgmmas are queued behind it. */
-        if (pending && !mbar_test(first, st.phase)) {
-            wg_wait<0>();
-            wg_hold(o);
-            mbar_arrive(c.bars + kBarFree + 8u * prev);
-            pending = false;
-        }
-        if (FMT == MLA_FMT_FP8_DS_MLA) /* the RoPE chunk comes straight from TMA */
-            mbar_wait(loaded, st.phase);
-        mbar_wait(first, st.phase);
-        if (FMT == MLA_FMT_BF16 && nvalid < kBN)
-            zero_tail(stg, nvalid, tid);
-
-        float s[4][4];
-        float sr[4][4];
-        wg_fence();
-        if (FMT == MLA_FMT_FP8_DS_MLA)
-            qk_chunks<8, 9>(sr, c.sq, stg, wg);
         if (FMT == MLA_FMT_BF16) {
+            mbar_wait(loaded, st.phase);
+            const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
+            if (nvalid < kBN)
+                zero_tail(stg, nvalid, tid);
+            wg_fence();
             qk_chunks<0, 9>(s, c.sq, stg, wg);
         } else {
-            qk_chunks<0, 3>(s, c.sq, stg, wg);
-        }
-        wg_commit();
-        if (pending) {
-            wg_wait<1>(); /* groups retire in order: the previous P V is done */
-            wg_hold(o);
-            mbar_arrive(c.bars + kBarFree + 8u * prev);
-            pending = false;
-        }
-        if (FMT != MLA_FMT_BF16) {
             constexpr int NCH = FMT == MLA_FMT_FP8_E4M3 ? 9 : 8;
+            if (FMT == MLA_FMT_FP8_DS_MLA) /* the RoPE chunk comes straight from TMA */
+                mbar_wait(loaded, st.phase);
+            mbar_wait(converted_bar(c.bars, st.stage, 0), st.phase);
+            wg_fence();
+            if (FMT == MLA_FMT_FP8_DS_MLA)
+                qk_chunks<8, 9>(sr, c.sq, stg, wg);
+            qk_chunks<0, 3>(s, c.sq, stg, wg);
             mbar_wait(converted_bar(c.bars, st.stage, 1), st.phase);
             qk_chunks<3, 6, 1>(s, c.sq, stg, wg);
             mbar_wait(converted_bar(c.bars, st.stage, 2), st.phase);
             qk_chunks<6, NCH, 1>(s, c.sq, stg, wg);
-            wg_commit();
         }
-        wg_wait<0>();
+        wg_commit();
+    }
+
+    /* Once the scores of tile t have retired: probabilities and the
+     * factor alpha for O, with the row maxima of both WGs. */
+    MLA_DEV void softmax(int t)
+    {
         wg_hold(s);
-        wg_hold(o);
         if (FMT == MLA_FMT_FP8_DS_MLA) {
             wg_hold(sr);
 #pragma unroll
@@ -386,8 +397,6 @@ MLA_DEV void consumer_role(const mla_decode_params &p, const Cta &c, uint32_t wg
                 for (int e = 0; e < 4; e++)
                     s[i][e] = fmaf(sr[i][e], rope_factor, s[i][e]);
         }
-
-        /* Row maxima over both halves of the tile. */
         float mx[2];
         sm.tile_max<4>(s, p.score_scale_log2, t * (int)kBN + 32 * (int)wg + 2 * (int)tq, lim, mx);
         if (tq == 0) {
@@ -397,8 +406,14 @@ MLA_DEV void consumer_role(const mla_decode_params &p, const Cta &c, uint32_t wg
         bar_sync(kNbMax, 256);
         mx[0] = fmaxf(mx[0], lds_f32(other));
         mx[1] = fmaxf(mx[1], lds_f32(other + 32u));
-        float alpha[2];
         sm.tile_exp<4>(s, mx, alpha);
+    }
+
+    /* After the previous P V retired: rescale O, write this WG's half of
+     * P (bf16) into the stage's chunk 8 (rows row0, row0 + 8; keys 32 wg
+     * + 8 nt + 2 tq), and wait for the other half. */
+    MLA_DEV void publish_p(const PipeState &st)
+    {
         if (alpha[0] != 1.0f || alpha[1] != 1.0f) {
 #pragma unroll
             for (int i = 0; i < 32; i++) {
@@ -408,9 +423,7 @@ MLA_DEV void consumer_role(const mla_decode_params &p, const Cta &c, uint32_t wg
                 o[i][3] *= alpha[1];
             }
         }
-
-        /* P (bf16) into chunk 8: rows row0, row0 + 8, keys 32 wg + 8 nt + 2 tq. */
-        const uint32_t pb = stg + 8u * kChunk + (uint32_t)row0 * 128u + 4u * tq;
+        const uint32_t pb = c.stage(st.stage) + 8u * kChunk + (uint32_t)row0 * 128u + 4u * tq;
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) {
             const uint32_t gr = ((4u * wg + nt) ^ g) << 4;
@@ -419,7 +432,12 @@ MLA_DEV void consumer_role(const mla_decode_params &p, const Cta &c, uint32_t wg
         }
         fence_proxy_async();
         bar_sync(kNbP, 256);
+    }
 
+    /* Queue O[:, 256 wg ..] += P V for the tile in stage st; one commit group. */
+    MLA_DEV void pv(const PipeState &st)
+    {
+        const uint32_t stg = c.stage(st.stage);
         wg_fence();
 #pragma unroll
         for (int ks = 0; ks < 4; ks++) {
@@ -430,31 +448,79 @@ MLA_DEV void consumer_role(const mla_decode_params &p, const Cta &c, uint32_t wg
         }
         wg_commit();
         wg_hold(o); /* o stays in these registers until the wait */
-        prev = st.stage;
-        pending = true;
-        st.advance(kStages);
     }
-    wg_wait<0>();
-    wg_hold(o);
 
-    /* The combine kernel may start launching; its griddepcontrol.wait
-     * still waits for this grid to finish and its writes to be visible. */
-    if (tid == 0)
-        griddep_launch_dependents();
-
-    /* Each WG summed its own columns; the maxima are shared, so the row
-     * sums add. */
-    float lsum[2];
-    sm.finish(lsum);
-    if (tq == 0) {
-        sts32(mine, __float_as_uint(lsum[0]));
-        sts32(mine + 32u, __float_as_uint(lsum[1]));
+    MLA_DEV void release(const PipeState &st) const
+    {
+        mbar_arrive(c.bars + kBarFree + 8u * st.stage);
     }
-    bar_sync(kNbSum, 256);
-    lsum[0] += lds_f32(other);
-    lsum[1] += lds_f32(other + 32u);
-    write_output(p, o, sm.m, lsum, row0, wg, tq);
-}
+
+    /*
+     * The tile loop.  Scores of tile t + 1 are queued ahead of P V of tile
+     * t when t + 1 is already in shared memory, so its softmax runs while
+     * the tensor cores do P V; otherwise P V goes first and the stage is
+     * freed before blocking on the load (holding it would serialize load
+     * and compute).
+     */
+    MLA_DEV void run()
+    {
+        mbar_wait(c.bars + kBarQ, 0);
+        PipeState st;
+        st.init();
+        if (c.t0 < c.t1) {
+            scores(c.t0, st);
+            wg_wait<0>();
+            softmax(c.t0);
+            publish_p(st);
+        }
+        for (int t = c.t0; t < c.t1; t++) {
+            PipeState nx = st;
+            nx.advance(kStages);
+            const bool next = t + 1 < c.t1;
+            if (next && wg_ready(nx)) {
+                scores(t + 1, nx);
+                pv(st);
+                wg_wait<1>(); /* groups retire in order: the scores are done */
+                softmax(t + 1);
+                wg_wait<0>();
+                wg_hold(o);
+                release(st);
+            } else {
+                pv(st);
+                wg_wait<0>();
+                wg_hold(o);
+                release(st);
+                if (next) {
+                    scores(t + 1, nx);
+                    wg_wait<0>();
+                    softmax(t + 1);
+                }
+            }
+            if (next)
+                publish_p(nx);
+            st = nx;
+        }
+
+        /* The combine kernel may start launching; its griddepcontrol.wait
+         * still waits for this grid to finish and its writes to be
+         * visible. */
+        if (tid == 0)
+            griddep_launch_dependents();
+
+        /* Each WG summed its own columns; the maxima are shared, so the
+         * row sums add. */
+        float lsum[2];
+        sm.finish(lsum);
+        if (tq == 0) {
+            sts32(mine, __float_as_uint(lsum[0]));
+            sts32(mine + 32u, __float_as_uint(lsum[1]));
+        }
+        bar_sync(kNbSum, 256);
+        lsum[0] += lds_f32(other);
+        lsum[1] += lds_f32(other + 32u);
+        write_output(p, o, sm.m, lsum, row0, wg, tq);
+    }
+};
 
 template <int FMT>
 MLA_DEV void decode(const mla_hopper_params &hp)
@@ -483,7 +549,8 @@ MLA_DEV void decode(const mla_hopper_params &hp)
     if (warp < 8) {
         setmaxnreg_inc<kConsumerRegs>();
         setup<FMT>(p, c);
-        consumer_role<FMT>(p, c, warp >> 2, warp & 3u, lane);
+        Consumer<FMT> cons(p, c, warp >> 2, warp & 3u, lane);
+        cons.run();
     } else if (warp < 12) {
         setmaxnreg_dec<kCvtRegs>();
         setup<FMT>(p, c);

@@ -201,6 +201,13 @@ MLA_DEV uint4 ldg128_nc(const void *p)
     return v;
 }
 
+MLA_DEV uint32_t lds32(uint32_t a)
+{
+    uint32_t v;
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(a) : "memory");
+    return v;
+}
+
 MLA_DEV float lds_f32(uint32_t a)
 {
     float v;

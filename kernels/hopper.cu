@@ -33,8 +33,8 @@
  *           is written by TMA straight into chunk 8, the scales into the
  *           stage's scale area.
  *   Writing chunk c overwrites only FP8 chunks <= c, so the converter
- *   reads chunk c, syncs (chunks >= 4, where the overlap starts), then
- *   writes it.
+ *   writes chunks 0-3 at once and later ones in steps of two: read,
+ *   sync, write.
  *
  * Barriers (per stage s; arrivals per phase):
  *   loaded[s]    1: the loader's arrive.expect_tx; completes when every
@@ -207,49 +207,101 @@ MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid)
  * chunk: a warp reads 512 contiguous bytes, and the two rows it writes per
  * store have disjoint swizzled granules (no bank conflicts).
  */
+struct CvtUnit {
+    uint4 a, b;   /* FP8 of rows ra and rb */
+    float sa, sb; /* their scales */
+};
+
 template <int FMT>
-MLA_DEV void convert_tile(const Cta &c, uint32_t stage, uint32_t nvalid, uint32_t tid, int gshift,
-                          int spr)
-{
-    const uint32_t stg = c.stage(stage), scl = c.scales(stage);
-    constexpr int NCH = FMT == MLA_FMT_FP8_E4M3 ? 9 : 8;
-    constexpr uint32_t SRC = FMT == MLA_FMT_FP8_E4M3 ? kTile / 2 : 4u * kChunk;
-    const uint32_t qd = tid & 3u, ra = tid >> 2, rb = ra + 32u;
-    const bool va = ra < nvalid, vb = rb < nvalid;
-    const uint32_t sw0 = ((2u * qd) ^ (ra & 7u)) << 4, sw1 = ((2u * qd + 1u) ^ (ra & 7u)) << 4;
-#pragma unroll
-    for (int ch = 0; ch < NCH; ch++) {
-        const uint32_t src = stg + SRC + 4096u * ch + 16u * tid;
-        const uint4 a = lds128(src), b = lds128(src + 2048u);
-        float sa = 1.0f, sb = 1.0f;
+struct Converter {
+    static constexpr uint32_t SRC = FMT == MLA_FMT_FP8_E4M3 ? kTile / 2 : 4u * kChunk;
+    uint32_t stg, scl, nvalid, qd, ra, rb, sw0, sw1;
+    int gshift, spr;
+
+    MLA_DEV Converter(uint32_t stg_, uint32_t scl_, uint32_t nvalid_, uint32_t tid, int gshift_,
+                      int spr_)
+        : stg(stg_), scl(scl_), nvalid(nvalid_), qd(tid & 3u), ra(tid >> 2), rb((tid >> 2) + 32u),
+          gshift(gshift_), spr(spr_)
+    {
+        sw0 = ((2u * qd) ^ (ra & 7u)) << 4;
+        sw1 = ((2u * qd + 1u) ^ (ra & 7u)) << 4;
+    }
+
+    MLA_DEV CvtUnit load(int ch) const
+    {
+        CvtUnit u;
+        const uint32_t src = stg + SRC + 4096u * ch + 16u * (4u * ra + qd);
+        u.a = lds128(src);
+        u.b = lds128(src + 2048u);
+        u.sa = u.sb = 1.0f;
         if (FMT == MLA_FMT_FP8_DS_MLA) {
-            sa = lds_f32(scl + ra * 16u + 4u * (ch >> 1));
-            sb = lds_f32(scl + rb * 16u + 4u * (ch >> 1));
+            u.sa = lds_f32(scl + ra * 16u + 4u * (ch >> 1));
+            u.sb = lds_f32(scl + rb * 16u + 4u * (ch >> 1));
         } else if (gshift) {
             const uint32_t k = (64u * ch + 16u * qd) >> gshift;
-            sa = lds_f32(scl + 4u * (ra * spr + k));
-            sb = lds_f32(scl + 4u * (rb * spr + k));
+            u.sa = lds_f32(scl + 4u * (ra * spr + k));
+            u.sb = lds_f32(scl + 4u * (rb * spr + k));
         }
-        uint4 a0 = e4m3x8_to_bf16x8(make_uint2(a.x, a.y), sa);
-        uint4 a1 = e4m3x8_to_bf16x8(make_uint2(a.z, a.w), sa);
-        uint4 b0 = e4m3x8_to_bf16x8(make_uint2(b.x, b.y), sb);
-        uint4 b1 = e4m3x8_to_bf16x8(make_uint2(b.z, b.w), sb);
-        if (!va)
-            a0 = a1 = make_uint4(0u, 0u, 0u, 0u);
-        if (!vb)
-            b0 = b1 = make_uint4(0u, 0u, 0u, 0u);
-        if (ch >= 4)
-            bar_sync(kNbCvt, 128); /* every thread has read FP8 chunks <= ch */
+        return u;
+    }
+
+    MLA_DEV void store(int ch, const CvtUnit &u) const
+    {
+        uint4 a0 = make_uint4(0u, 0u, 0u, 0u), a1 = a0, b0 = a0, b1 = a0;
+        if (ra < nvalid) {
+            a0 = e4m3x8_to_bf16x8(make_uint2(u.a.x, u.a.y), u.sa);
+            a1 = e4m3x8_to_bf16x8(make_uint2(u.a.z, u.a.w), u.sa);
+        }
+        if (rb < nvalid) {
+            b0 = e4m3x8_to_bf16x8(make_uint2(u.b.x, u.b.y), u.sb);
+            b1 = e4m3x8_to_bf16x8(make_uint2(u.b.z, u.b.w), u.sb);
+        }
         const uint32_t da = stg + kChunk * ch + ra * 128u, db = da + 32u * 128u;
         sts128(da + sw0, a0.x, a0.y, a0.z, a0.w);
         sts128(da + sw1, a1.x, a1.y, a1.z, a1.w);
         sts128(db + sw0, b0.x, b0.y, b0.z, b0.w);
         sts128(db + sw1, b1.x, b1.y, b1.z, b1.w);
-        if (ch == 2 || ch == 5 || ch == NCH - 1) {
-            fence_proxy_async(); /* wgmma reads these chunks */
-            mbar_arrive(converted_bar(c.bars, stage, ch == 2 ? 0 : ch == 5 ? 1 : 2));
-        }
     }
+};
+
+/* Chunks of a group are visible to wgmma: release the group. */
+MLA_DEV void release_group(const Cta &c, uint32_t stage, int grp)
+{
+    fence_proxy_async();
+    mbar_arrive(converted_bar(c.bars, stage, grp));
+}
+
+/*
+ * BF16 chunk c overwrites FP8 chunks 2c - 9 and 2c - 8 (E4M3; DS_MLA 2c -
+ * 8 and 2c - 7), so chunks 0-3 convert freely and later ones in steps
+ * {4, 5}, {6, 7}, {8}: read the step's chunks, sync the converter, write.
+ */
+template <int FMT>
+MLA_DEV void convert_tile(const Cta &c, uint32_t stage, uint32_t nvalid, uint32_t tid, int gshift,
+                          int spr)
+{
+    const Converter<FMT> cv(c.stage(stage), c.scales(stage), nvalid, tid, gshift, spr);
+#pragma unroll
+    for (int ch = 0; ch < 4; ch++) {
+        cv.store(ch, cv.load(ch));
+        if (ch == 2)
+            release_group(c, stage, 0);
+    }
+#pragma unroll
+    for (int ch = 4; ch < 8; ch += 2) {
+        const CvtUnit u0 = cv.load(ch), u1 = cv.load(ch + 1);
+        bar_sync(kNbCvt, 128); /* every FP8 chunk these two overwrite is read */
+        cv.store(ch, u0);
+        cv.store(ch + 1, u1);
+        if (ch == 4)
+            release_group(c, stage, 1);
+    }
+    if (FMT == MLA_FMT_FP8_E4M3) {
+        const CvtUnit u = cv.load(8);
+        bar_sync(kNbCvt, 128);
+        cv.store(8, u);
+    }
+    release_group(c, stage, 2);
 }
 
 template <int FMT>

@@ -1895,6 +1895,10 @@ int main(int argc, char **argv)
         printf("# MMA ceiling %.4g TFLOP/s, %s\n", ceil_.mma_tflops, ceil_.mma_how);
     else
         printf("# MMA ceiling: %s\n", ceil_.mma_how);
+    if (m.gpu) {
+        const char *k = getenv("MLA_KERNEL");
+        printf("# kernel family: MLA_KERNEL=%s\n", k && *k ? k : "auto (unset)");
+    }
     if (m.gpu)
         printf("# time: CUDA events around each of %d back-to-back mla_decode calls after %d "
                "warm-up calls, rotating over buffer sets >= 3x the L2 (%.1f MB, %s)\n",

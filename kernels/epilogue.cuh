@@ -1,8 +1,9 @@
 /*
- * epilogue.cuh - the end of a decode CTA: normalize one thread's part of
- * O (two rows, 32 column pairs of a 256-column half, in the 16x8
- * accumulator layout) and write it to out/lse when the request has a
- * single split, or to the split's fp32 partials for mla_combine.
+ * epilogue.cuh - the end of a decode CTA: normalize O and write it to
+ * out/lse when the request has a single split, or to the split's fp32
+ * partials for mla_combine; from a thread's part of O in the 16x8
+ * accumulator layout (write_output) or from rows staged in shared memory
+ * (write_staged_rows).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -14,54 +15,119 @@
 
 namespace mla {
 
+/* Where the rows of this CTA go: its request's out/lse when it has a
+ * single split, else the split's fp32 partials.  Recomputed from the grid
+ * rather than kept live across the main loop (registers). */
+struct OutTarget {
+    int b, split, kh;
+    bool final_out;
+
+    MLA_DEV explicit OutTarget(const mla_decode_params &p)
+    {
+        b = (int)blockIdx.z / p.max_splits;
+        split = (int)blockIdx.z - b * p.max_splits;
+        kh = (int)blockIdx.y;
+        final_out = ((const int32_t *)((const uint8_t *)p.workspace + p.ws_splits))[b] == 1;
+    }
+
+    /* Row index into out ([b][qi][h]) or the partials ([b][split][qi][h])
+     * of packed row `row` (< p.rows). */
+    MLA_DEV int64_t index(const mla_decode_params &p, int row, int &qi, int &h) const
+    {
+        qi = row / p.heads_per_kv;
+        h = kh * p.heads_per_kv + (row - qi * p.heads_per_kv);
+        return final_out ? ((int64_t)b * p.q_len + qi) * p.h_q + h
+                         : (((int64_t)b * p.max_splits + split) * p.q_len + qi) * p.h_q + h;
+    }
+
+    /* The row's LSE from its log2-domain max m and full sum l. */
+    MLA_DEV void write_lse(const mla_decode_params &p, int row, float m, float l) const
+    {
+        int qi, h;
+        const int64_t i = index(p, row, qi, h);
+        if (final_out) {
+            if (p.lse)
+                ((float *)p.lse)[((int64_t)b * p.h_q + h) * p.q_len + qi] =
+                    l > 0.0f ? (m + log2f(l)) * 0.69314718055994530942f
+                             : __int_as_float(0x7f800000);
+        } else {
+            ((float *)((uint8_t *)p.workspace + p.ws_lseaccum))[i] =
+                l > 0.0f ? m + log2f(l) : -__int_as_float(0x7f800000);
+        }
+    }
+
+    MLA_DEV uint16_t *out_row(const mla_decode_params &p, int64_t i) const
+    {
+        return (uint16_t *)p.out + i * MLA_D_V;
+    }
+    MLA_DEV float *partial_row(const mla_decode_params &p, int64_t i) const
+    {
+        return (float *)((uint8_t *)p.workspace + p.ws_oaccum) + i * MLA_D_V;
+    }
+};
+
+MLA_DEV float inv_sum(const mla_decode_params &p, float l)
+{
+    return l > 0.0f ? p.out_scale / l : 0.0f;
+}
+
 /*
  * o[nt][e]: rows row0 (e 0, 1) and row0 + 8 (e 2, 3) of the M tile,
  * columns 256 ch + 8 nt + 2 tq (+1); m: the rows' running maxima (log2
- * units), l: their full softmax sums.  Recomputes its indices from the
- * grid rather than keeping them live across the main loop (registers).
+ * units), l: their full softmax sums.
  */
 MLA_DEV void write_output(const mla_decode_params &p, const float (&o)[32][4],
                           const float (&m)[2], const float (&l)[2], int row0, uint32_t ch,
                           uint32_t tq)
 {
-    const int b = (int)blockIdx.z / p.max_splits;
-    const int split = (int)blockIdx.z - b * p.max_splits;
-    const int kh = (int)blockIdx.y;
+    const OutTarget out(p);
     const int rowc = (int)blockIdx.x * MLA_BLOCK_M + row0;
-    const bool final_out =
-        ((const int32_t *)((const uint8_t *)p.workspace + p.ws_splits))[b] == 1;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int row = rowc + 8 * r;
         if (row >= p.rows)
             continue;
-        const int qi = row / p.heads_per_kv;
-        const int h = kh * p.heads_per_kv + (row - qi * p.heads_per_kv);
-        const float inv = l[r] > 0.0f ? p.out_scale / l[r] : 0.0f;
-        const int64_t orow = ((int64_t)b * p.q_len + qi) * p.h_q + h;
-        if (final_out) {
-            uint32_t *dst = (uint32_t *)((uint16_t *)p.out + orow * MLA_D_V + ch * 256u + 2u * tq);
+        int qi, h;
+        const int64_t i = out.index(p, row, qi, h);
+        const float inv = inv_sum(p, l[r]);
+        if (out.final_out) {
+            uint32_t *dst = (uint32_t *)(out.out_row(p, i) + ch * 256u + 2u * tq);
 #pragma unroll
             for (int nt = 0; nt < 32; nt++)
                 dst[nt * 4] = pack_bf16x2(o[nt][2 * r] * inv, o[nt][2 * r + 1] * inv);
-            if (p.lse && ch == 0 && tq == 0) {
-                float *lse = (float *)p.lse;
-                lse[((int64_t)b * p.h_q + h) * p.q_len + qi] =
-                    l[r] > 0.0f ? (m[r] + log2f(l[r])) * 0.69314718055994530942f
-                                : __int_as_float(0x7f800000);
-            }
         } else {
-            const int64_t prow =
-                (((int64_t)b * p.max_splits + split) * p.q_len + qi) * p.h_q + h;
-            float2 *dst = (float2 *)((float *)((uint8_t *)p.workspace + p.ws_oaccum) +
-                                     prow * MLA_D_V + ch * 256u + 2u * tq);
+            float2 *dst = (float2 *)(out.partial_row(p, i) + ch * 256u + 2u * tq);
 #pragma unroll
             for (int nt = 0; nt < 32; nt++)
                 dst[nt * 4] = make_float2(o[nt][2 * r] * inv, o[nt][2 * r + 1] * inv);
-            if (ch == 0 && tq == 0) {
-                float *lacc = (float *)((uint8_t *)p.workspace + p.ws_lseaccum);
-                lacc[prow] = l[r] > 0.0f ? m[r] + log2f(l[r]) : -__int_as_float(0x7f800000);
-            }
+        }
+        if (ch == 0 && tq == 0)
+            out.write_lse(p, row, m[r], l[r]);
+    }
+}
+
+/*
+ * Normalized fp32 rows staged in shared memory (row n of the M tile at
+ * st + n * stride, 512 floats) to out or the partials, by `nthreads`
+ * threads with 16-byte reads; LSE is the caller's (write_lse).
+ */
+MLA_DEV void write_staged_rows(const mla_decode_params &p, uint32_t st, uint32_t stride,
+                               int nrows, uint32_t tid, uint32_t nthreads)
+{
+    const OutTarget out(p);
+    const int rowc = (int)blockIdx.x * MLA_BLOCK_M;
+    for (uint32_t k = tid; k < (uint32_t)nrows * 128u; k += nthreads) {
+        const int n = (int)(k >> 7);
+        const uint32_t c4 = k & 127u;
+        int qi, h;
+        const int64_t i = out.index(p, rowc + n, qi, h);
+        const uint4 v = lds128(st + (uint32_t)n * stride + 16u * c4);
+        if (out.final_out) {
+            *(uint2 *)(out.out_row(p, i) + 4u * c4) =
+                make_uint2(pack_bf16x2(__uint_as_float(v.x), __uint_as_float(v.y)),
+                           pack_bf16x2(__uint_as_float(v.z), __uint_as_float(v.w)));
+        } else {
+            *(uint4 *)(out.partial_row(p, i) + 4u * c4) = v;
         }
     }
 }

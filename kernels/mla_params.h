@@ -248,4 +248,30 @@ struct mla_hopper_params {
 #define MLA_HOPPER_OFF_BARS (MLA_HOPPER_OFF_XCHG + 512u)
 #define MLA_HOPPER_SMEM_BYTES (MLA_HOPPER_OFF_BARS + 128u + 1024u)
 
+/*
+ * The narrow sm_90a kernels, mla_hopper_narrow_<f>: the same contract,
+ * grid and tensor maps as mla_hopper_decode_<f>, for at most
+ * MLA_NARROW_ROWS packed rows (rows <= 16, so m_blocks == 1).  They compute
+ * S^T = K Q^T and O^T = V^T P^T (keys and value dims as the wgmma M, the
+ * query rows as N = 16), so the Q tile holds only 16 rows and the FP8
+ * formats get a landing buffer of their own, apart from the two BF16
+ * stages.  Shared memory from a 1024-byte aligned base: the Q tile (9
+ * chunks of 16 rows x 128 bytes); two BF16 stages; the FP8 landing buffer
+ * (E4M3: 9 chunks of 64 x 64 bytes, then the block scales; DS_MLA: 8 nope
+ * chunks, the RoPE box (64 x 128 bytes, swizzled), then the scales); per
+ * consumer warpgroup a P tile (16 rows x 64 keys bf16); the partial-score
+ * exchange (2 tiles x 2 warpgroups x 128 threads x 8 fp32); the column
+ * exchange (2 x 4 warps x 16 fp32); the mbarriers.
+ */
+#define MLA_NARROW_ROWS 16
+#define MLA_NARROW_Q_CHUNK 2048u
+#define MLA_NARROW_OFF_STAGES 18432u
+#define MLA_NARROW_OFF_LAND (MLA_NARROW_OFF_STAGES + 2u * MLA_HOPPER_TILE_BYTES)
+#define MLA_NARROW_LAND_BYTES 41984u
+#define MLA_NARROW_OFF_P (MLA_NARROW_OFF_LAND + MLA_NARROW_LAND_BYTES)
+#define MLA_NARROW_OFF_XCHG (MLA_NARROW_OFF_P + 4096u)
+#define MLA_NARROW_OFF_CMAX (MLA_NARROW_OFF_XCHG + 16384u)
+#define MLA_NARROW_OFF_BARS (MLA_NARROW_OFF_CMAX + 512u)
+#define MLA_NARROW_SMEM_BYTES (MLA_NARROW_OFF_BARS + 128u + 1024u)
+
 #endif /* MLA_PARAMS_H */

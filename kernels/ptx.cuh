@@ -174,6 +174,11 @@ MLA_DEV void sts32(uint32_t a, uint32_t x)
     asm volatile("st.shared.b32 [%0], %1;" ::"r"(a), "r"(x) : "memory");
 }
 
+MLA_DEV void sts16(uint32_t a, uint16_t x)
+{
+    asm volatile("st.shared.b16 [%0], %1;" ::"r"(a), "h"(x) : "memory");
+}
+
 MLA_DEV uint2 lds64(uint32_t a)
 {
     uint2 v;

@@ -70,19 +70,23 @@ MLA_DEV bool cta_work(const mla_decode_params &p, int bn, CtaWork &w)
     return true;
 }
 
+/* Key limit of row r of the M tile: keys < the limit are visible (0 for
+ * a row past the last). */
+MLA_DEV int row_limit(const mla_decode_params &p, const CtaWork &w, int r)
+{
+    const int row = w.m_base + r;
+    if (row >= p.rows)
+        return 0;
+    const int qi = row / p.heads_per_kv;
+    return p.causal ? w.len - p.q_len + 1 + qi : w.len;
+}
+
 /* Key limits of the two rows (row0 and row0 + 8 of the M tile) a thread
- * holds in the 16x8 accumulator layout: keys < lim[r] are visible. */
+ * holds in the 16x8 accumulator layout. */
 MLA_DEV void row_limits(const mla_decode_params &p, const CtaWork &w, int row0, int (&lim)[2])
 {
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = w.m_base + row0 + 8 * r;
-        lim[r] = 0;
-        if (row < p.rows) {
-            const int qi = row / p.heads_per_kv;
-            lim[r] = p.causal ? w.len - p.q_len + 1 + qi : w.len;
-        }
-    }
+    lim[0] = row_limit(p, w, row0);
+    lim[1] = row_limit(p, w, row0 + 8);
 }
 
 /* Global Q row (bf16 [batch, q_len, h_q, 576]) of packed row r. */

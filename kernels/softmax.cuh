@@ -14,6 +14,18 @@
 
 namespace mla {
 
+/* A row's new running maximum from the tile's maximum mx: returns the
+ * exponent base (0 while the row has seen no key) and sets alpha, the
+ * factor for what was accumulated so far (0 when m was -inf). */
+MLA_DEV float new_max(float &m, float mx, float &alpha)
+{
+    const float mnew = fmaxf(m, mx);
+    const float base = mnew == -__int_as_float(0x7f800000) ? 0.0f : mnew;
+    alpha = ex2(m - base);
+    m = mnew;
+    return base;
+}
+
 struct OnlineSoftmax {
     float m[2]; /* running max of scaled scores (log2 units), -inf if none */
     float l[2]; /* this thread's part of the running sum of exp2(s - m) */
@@ -63,15 +75,10 @@ struct OnlineSoftmax {
     template <int NT>
     MLA_DEV void tile_exp(float (&s)[NT][4], const float (&mx)[2], float (&alpha)[2])
     {
-        const float ninf = -__int_as_float(0x7f800000);
         float base[2];
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const float mnew = fmaxf(m[r], mx[r]);
-            base[r] = mnew == ninf ? 0.0f : mnew;
-            alpha[r] = ex2(m[r] - base[r]); /* 0 when m was -inf */
-            m[r] = mnew;
-        }
+        for (int r = 0; r < 2; r++)
+            base[r] = new_max(m[r], mx[r], alpha[r]);
         float sum[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
@@ -104,6 +111,86 @@ struct OnlineSoftmax {
             float v = l[r];
             v += __shfl_xor_sync(0xffffffffu, v, 1);
             v += __shfl_xor_sync(0xffffffffu, v, 2);
+            lsum[r] = v;
+        }
+    }
+};
+
+/*
+ * The same for a transposed score tile S^T (wgmma m64n16 with the keys as
+ * M and up to 16 query rows as N): a thread holds 4 query columns, slot r
+ * being column 8 (r >> 1) + 2 t + (r & 1), and 2 keys of each (its warp's
+ * rows g and g + 8: s[j][e] is slot 2 j + (e & 1), key + 8 (e >> 1)).  A
+ * column's 64 keys span the 8 lanes of equal t and the 4 warps of the
+ * warpgroup; the cross-warp step is the caller's.
+ */
+struct ColumnSoftmax {
+    float m[4]; /* running max per column (log2 units), -inf if none */
+    float l[4]; /* this thread's part of the running sum */
+
+    MLA_DEV void init()
+    {
+        for (int r = 0; r < 4; r++) {
+            m[r] = -__int_as_float(0x7f800000);
+            l[r] = 0.0f;
+        }
+    }
+
+    /* Scales and masks s in place (key0: key index of this thread's row
+     * g; lim[r]: keys < lim visible to slot r) and returns each column's
+     * maximum over the warp's 16 keys. */
+    MLA_DEV void tile_max(float (&s)[2][4], float scale_log2, int key0, const int (&lim)[4],
+                          float (&mx)[4]) const
+    {
+        const float ninf = -__int_as_float(0x7f800000);
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            mx[r] = ninf;
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = 2 * j + (e & 1);
+                s[j][e] = key0 + 8 * (e >> 1) < lim[r] ? s[j][e] * scale_log2 : ninf;
+                mx[r] = fmaxf(mx[r], s[j][e]);
+            }
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+#pragma unroll
+            for (int x = 4; x < 32; x <<= 1)
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], x));
+    }
+
+    /* Given the columns' maxima over the whole tile: probabilities in
+     * place and the factors for O. */
+    MLA_DEV void tile_exp(float (&s)[2][4], const float (&mx)[4], float (&alpha)[4])
+    {
+        float base[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            base[r] = new_max(m[r], mx[r], alpha[r]);
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            l[r] *= alpha[r];
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = 2 * j + (e & 1);
+                s[j][e] = ex2(s[j][e] - base[r]);
+                l[r] += s[j][e];
+            }
+    }
+
+    /* Column sums over the warp's 16 keys. */
+    MLA_DEV void finish(float (&lsum)[4]) const
+    {
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            float v = l[r];
+#pragma unroll
+            for (int x = 4; x < 32; x <<= 1)
+                v += __shfl_xor_sync(0xffffffffu, v, x);
             lsum[r] = v;
         }
     }

@@ -82,6 +82,20 @@ MLA_DEV void wgmma_m64n32_ss(float (&d)[4][4], uint64_t da, uint64_t db, uint32_
         : "l"(da), "l"(db), "r"(accumulate));
 }
 
+/* d (+)= A[64 x 16] B[16 x 16], B K-major; A K-major (TA 0: K Q^T with
+ * the keys as M) or MN-major (TA 1, imm-trans-a: V^T P^T with V read
+ * N-major, the dims as M). */
+template <int TA>
+MLA_DEV void wgmma_m64n16_ss(float (&d)[2][4], uint64_t da, uint64_t db, uint32_t accumulate)
+{
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %10, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, 0;\n\t}"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3])
+        : "l"(da), "l"(db), "r"(accumulate), "n"(TA));
+}
+
 /* d (+)= A[64 x 16] B[16 x 128]: A K-major, B MN-major (imm-trans-b) in
  * shared memory (P V); d is columns [8 NT0, 8 NT0 + 128) of a wider
  * accumulator.  (ptxas checks one instruction's registers against the

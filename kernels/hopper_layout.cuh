@@ -1,0 +1,97 @@
+/*
+ * hopper_layout.cuh - what the roles of the sm_90a kernels (hopper.cu)
+ * agree on: register budgets, the stage ring, the barrier block, named
+ * barrier ids, and where each buffer of the two shared-memory layouts
+ * (wide: 64-row Q tile, FP8 converted in place; narrow: 16-row Q tile,
+ * FP8 landing buffer) lives.  Offsets are kernels/mla_params.h's.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef MLA_HOPPER_LAYOUT_CUH
+#define MLA_HOPPER_LAYOUT_CUH
+
+#include "mla_params.h"
+#include "ptx.cuh"
+#include "pipeline.cuh"
+#include "schedule.cuh"
+
+namespace mla {
+namespace hopper {
+
+constexpr uint32_t kBN = MLA_HOPPER_BLOCK_N, kStages = MLA_HOPPER_STAGES;
+constexpr uint32_t kChunk = 8192, kTile = MLA_HOPPER_TILE_BYTES;
+
+/* Barrier block (8-byte mbarriers, then flag words):
+ *   loaded[2]     0  TMA of a stage (narrow FP8: loaded[0] is the landing)
+ *   free[2]      16  consumers are done with a stage
+ *   q            32  the converter wrote Q
+ *   converted    40  wide: [2][3] chunk groups; narrow: [2]
+ *   land_free    56  narrow FP8: the converter has read the landing
+ *   flags        96  one word per consumer warpgroup */
+constexpr uint32_t kBarLoaded = 0, kBarFree = 16, kBarQ = 32, kBarConverted = 40,
+                   kBarLandFree = 56, kFlags = 96;
+/* Chunk groups the wide converter releases one by one (QK starts on the
+ * first while the rest is converted): E4M3 chunks {0-2, 3-5, 6-8}, DS_MLA
+ * nope chunks {0-2, 3-5, 6-7}. */
+constexpr int kGroups = 3;
+
+/* Named barriers (bar.sync ids): 1 row/partial exchange, 2 P written, 3
+ * BF16 tail zeroed, 5 final sums (the two consumer WGs, 256 threads); 4
+ * the converter (128); 6 and 7 consumer WG 0 / 1 alone. */
+constexpr uint32_t kNbMax = 1, kNbP = 2, kNbTail = 3, kNbCvt = 4, kNbSum = 5, kNbWg0 = 6;
+
+struct Cta : CtaWork {
+    uint32_t sq;      /* Q tile */
+    uint32_t qchunk;  /* bytes per 64-column chunk of the Q tile */
+    uint32_t skv;     /* stage 0 */
+    uint32_t sscl;    /* wide: scale area of stage 0; narrow: of the landing */
+    uint32_t land;    /* narrow: FP8 landing buffer */
+    uint32_t pbuf;    /* narrow: P tile of consumer WG 0 (WG 1's follows) */
+    uint32_t xchg;    /* consumers' exchange area */
+    uint32_t cmax;    /* narrow: column exchange */
+    uint32_t bars;
+    MLA_DEV uint32_t stage(uint32_t s) const { return skv + s * kTile; }
+    MLA_DEV uint32_t scales(uint32_t s) const { return sscl + s * MLA_HOPPER_SCALE_BYTES; }
+    /* loaded (full) and free (empty) barriers of the stage ring */
+    MLA_DEV Pipe pipe() const { return Pipe{bars + kBarLoaded, bars + kBarFree}; }
+    /* narrow FP8: the one-slot landing ring (loader -> converter) */
+    MLA_DEV Pipe land_pipe() const { return Pipe{bars + kBarLoaded, bars + kBarLandFree}; }
+};
+
+/* The work of this CTA and its buffers; false if it has nothing to do
+ * (uniform over the CTA).  NARROW picks the layout. */
+template <int FMT, bool NARROW>
+MLA_DEV bool setup(const mla_decode_params &p, Cta &c)
+{
+    extern __shared__ __align__(1024) uint8_t smem[];
+    if (p.kv_format != FMT || p.block_n != (int)kBN || p.num_stages != (int)kStages ||
+        p.page_size < (int)kBN || (NARROW && p.rows > MLA_NARROW_ROWS))
+        return false;
+    if (!cta_work(p, kBN, c))
+        return false;
+    const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;
+    c.sq = base;
+    if (NARROW) {
+        c.qchunk = MLA_NARROW_Q_CHUNK;
+        c.skv = base + MLA_NARROW_OFF_STAGES;
+        c.land = base + MLA_NARROW_OFF_LAND;
+        c.sscl = c.land + (FMT == MLA_FMT_FP8_DS_MLA ? 40960u : 36864u);
+        c.pbuf = base + MLA_NARROW_OFF_P;
+        c.xchg = base + MLA_NARROW_OFF_XCHG;
+        c.cmax = base + MLA_NARROW_OFF_CMAX;
+        c.bars = base + MLA_NARROW_OFF_BARS;
+    } else {
+        c.qchunk = kChunk;
+        c.skv = base + MLA_HOPPER_OFF_STAGES;
+        c.sscl = base + MLA_HOPPER_OFF_SCALES;
+        c.land = c.pbuf = c.cmax = 0;
+        c.xchg = base + MLA_HOPPER_OFF_XCHG;
+        c.bars = base + MLA_HOPPER_OFF_BARS;
+    }
+    return true;
+}
+
+} /* namespace hopper */
+} /* namespace mla */
+
+#endif /* MLA_HOPPER_LAYOUT_CUH */

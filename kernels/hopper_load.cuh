@@ -1,0 +1,121 @@
+/*
+ * hopper_load.cuh - the producer side of the sm_90a kernels: the loader
+ * (one elected lane issuing TMA boxes through the block table) and the Q
+ * tile the converter warpgroup fills before its first tile.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef MLA_HOPPER_LOAD_CUH
+#define MLA_HOPPER_LOAD_CUH
+
+#include "hopper_layout.cuh"
+
+namespace mla {
+namespace hopper {
+
+/*
+ * Per tile: one box of 64 rows per 64 columns.  BF16 lands in a stage in
+ * the wgmma layout (SWIZZLE_128B), in both layouts.  FP8 lands at `dst`:
+ * the upper half of the stage (wide, converted in place) or the landing
+ * buffer (narrow), chunk c at dst + 4096 c; E4M3 block scales by one bulk
+ * copy to `scl`; DS_MLA scales (16 bytes a row) to `scl` and the bf16 RoPE
+ * box to dst + 32768 (wide: that is the stage's chunk 8 itself).
+ */
+template <int FMT, bool NARROW>
+MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
+{
+    const mla_decode_params &p = hp.p;
+    const void *map0 = &hp.kv_map[0], *map1 = &hp.kv_map[1], *map2 = &hp.kv_map[2];
+    prefetch_tensormap(map0);
+    if (FMT == MLA_FMT_FP8_DS_MLA) {
+        prefetch_tensormap(map1);
+        prefetch_tensormap(map2);
+    }
+    /* KV read by one CTA only: let it leave L2 first. */
+    const uint64_t pol = p.m_blocks == 1 ? policy_evict_first() : policy_evict_normal();
+    const int32_t *bt = (const int32_t *)p.block_table + (int64_t)c.b * p.max_pages_per_seq;
+    const int spr = FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0;
+    const uint32_t sbytes = kBN * 4u * (uint32_t)spr;
+    const uint32_t bytes = FMT == MLA_FMT_BF16       ? kTile
+                           : FMT == MLA_FMT_FP8_E4M3 ? kTile / 2 + sbytes
+                                                     : 8u * 4096u + kBN * 16u + kChunk;
+    /* FP8 of the narrow layout goes through the one-slot landing ring. */
+    constexpr bool kLand = NARROW && FMT != MLA_FMT_BF16;
+    const int pshift = p.page_shift, pmask = p.page_size - 1;
+    const Pipe pipe = kLand ? c.land_pipe() : c.pipe();
+    const uint32_t nslots = kLand ? 1u : kStages;
+    PipeState st;
+    st.init();
+    int page = c.t0 < c.t1 ? bt[(c.t0 * (int)kBN) >> pshift] : 0;
+    for (int t = c.t0; t < c.t1; t++) {
+        const int row0 = (page << pshift) + ((t * (int)kBN) & pmask);
+        const int next = t + 1 < c.t1 ? bt[((t + 1) * (int)kBN) >> pshift] : 0;
+        pipe.producer_acquire(st);
+        const uint32_t bar = pipe.full_bar(st);
+        const uint32_t dst = kLand ? c.land : c.stage(st.stage) + (FMT == MLA_FMT_FP8_E4M3
+                                                                       ? kTile / 2
+                                                                       : 4u * kChunk);
+        const uint32_t scl = kLand ? c.sscl : c.scales(st.stage);
+        mbar_arrive_expect_tx(bar, bytes);
+        if (FMT == MLA_FMT_BF16) {
+#pragma unroll
+            for (int k = 0; k < 9; k++)
+                tma_load_3d(c.stage(st.stage) + k * kChunk, map0, 64 * k, c.kh, row0, bar, pol);
+        } else if (FMT == MLA_FMT_FP8_E4M3) {
+#pragma unroll
+            for (int k = 0; k < 9; k++)
+                tma_load_3d(dst + 4096u * k, map0, 64 * k, c.kh, row0, bar, pol);
+            if (spr > 0) /* h_kv == 1: the tile's scales are contiguous */
+                bulk_g2s(scl, (const float *)p.scales + (int64_t)row0 * spr, sbytes, bar, pol);
+        } else {
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                tma_load_3d(dst + 4096u * k, map0, 64 * k, c.kh, row0, bar, pol);
+            tma_load_3d(scl, map1, 512, c.kh, row0, bar, pol);
+            tma_load_3d(dst + 8u * 4096u, map2, 528, c.kh, row0, bar, pol);
+        }
+        page = next;
+        st.advance(nslots);
+    }
+}
+
+/* Q rows 0 .. nrows - 1 (64, or 16 in the narrow layout) of this M tile
+ * into the swizzled Q tile (chunks of c.qchunk bytes); rows past rows_here
+ * are zeros (their scores are never used, but must not be NaN garbage
+ * inside the MMA).  nrows x 72 granules of 16 bytes, up to 36 per thread
+ * of the converter warpgroup. */
+MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid, int nrows)
+{
+    const uint8_t *q = (const uint8_t *)p.q;
+    const uint32_t n = 72u * (uint32_t)nrows;
+#pragma unroll
+    for (int k0 = 0; k0 < 36; k0 += 6) {
+        if (128u * k0 >= n)
+            break;
+        uint4 v[6];
+#pragma unroll
+        for (int k = 0; k < 6; k++) {
+            const uint32_t i = tid + 128u * (k0 + k);
+            const int r = (int)(i / 72u);
+            const uint32_t gi = i % 72u;
+            v[k] = make_uint4(0u, 0u, 0u, 0u);
+            if (i < n && r < c.rows_here)
+                v[k] = ldg128_nc(q + q_row_index(p, c, r) * (MLA_D_QK * 2) + gi * 16u);
+        }
+#pragma unroll
+        for (int k = 0; k < 6; k++) {
+            const uint32_t i = tid + 128u * (k0 + k);
+            const uint32_t r = i / 72u, gi = i % 72u;
+            if (i >= n)
+                break;
+            const uint32_t dst = c.sq + (gi >> 3) * c.qchunk + (r >> 3) * 1024u +
+                                 (r & 7u) * 128u + (((gi & 7u) ^ (r & 7u)) << 4);
+            sts128(dst, v[k].x, v[k].y, v[k].z, v[k].w);
+        }
+    }
+}
+
+} /* namespace hopper */
+} /* namespace mla */
+
+#endif /* MLA_HOPPER_LOAD_CUH */

@@ -1,0 +1,332 @@
+/*
+ * hopper_narrow.cuh - the consumer warpgroups (warps 0-7) of the narrow
+ * sm_90a kernels, for at most 16 packed query rows (h_q / h_kv * q_len <=
+ * 16: DeepSeek under TP8, 16 heads and one query token, among others).
+ *
+ * With 16 rows a 64-row wgmma would compute 48 rows of nothing and read
+ * the Q tile once per 32 keys; here the keys and the value dims are the M
+ * of the MMAs and the query rows the N:
+ *   S^T[64 keys x 16] = K Q^T      wgmma m64n16k16, A = K (the stage),
+ *                                  B = Q (the 16-row Q tile), K-major both;
+ *                                  WG w takes k-steps 18 w .. 18 w + 17 of
+ *                                  the 36 and the two partial tiles are
+ *                                  added through shared memory, so each
+ *                                  WG then holds all of S^T;
+ *   softmax per query column       over the 64 keys: 8 lanes and the 4
+ *                                  warps of the WG (shared memory); both
+ *                                  WGs compute it, identically;
+ *   O^T[256 dims x 16] += V^T P^T  WG w: value dims 256 w .. 256 w + 255,
+ *                                  4 x wgmma m64n16k16 per 16 keys, A = V^T
+ *                                  (the stage read MN-major), B = P^T (the
+ *                                  WG's own 16 x 64 bf16 P tile).
+ * Per 64-key tile a CTA reads the K/V tile once for QK and once for P V
+ * and the small Q tile once, instead of the Q tile twice over.  O^T is 32
+ * fp32 registers a thread; at the end it is staged row-major in shared
+ * memory and written out with 16-byte accesses.
+ *
+ * Accumulator layout of m64n16 (wgmma.cuh): warp w of a WG holds M rows
+ * 16 w + g and 16 w + g + 8 (g = lane / 4), columns 8 nt + 2 t (+1) (t =
+ * lane % 4) in d[nt][e]; column slot r = 2 nt + (e & 1) (softmax.cuh's
+ * ColumnSoftmax).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef MLA_HOPPER_NARROW_CUH
+#define MLA_HOPPER_NARROW_CUH
+
+#include "hopper_layout.cuh"
+#include "hopper_consume.cuh"
+#include "wgmma.cuh"
+#include "softmax.cuh"
+#include "epilogue.cuh"
+
+namespace mla {
+namespace hopper {
+
+/* Row stride of the fp32 output staging (a stage, once all tiles are
+ * done): 512 floats + 16 bytes, so the 4 query columns of a warp's store
+ * fall in different banks. */
+constexpr uint32_t kStageRow = 2064;
+
+/*
+ * This WG's half of S^T = K Q^T: k-steps 18 wg .. 18 wg + 17 of the 36
+ * (16 dims each; chunk k / 4, step k % 4), one instruction stream for both
+ * WGs (the wgmma sequence must not branch).  DS_MLA: the last 4 steps go
+ * to sr, which for WG 1 is the RoPE chunk (unscaled, while the nope part
+ * carries kv_scale) and for WG 0 nope like the rest; softmax() folds sr in
+ * with the factor of each.
+ */
+template <int FMT>
+MLA_DEV void qk_narrow(float (&s)[2][4], float (&sr)[2][4], uint32_t sq, uint32_t stg,
+                       uint32_t wg)
+{
+    wg_fence();
+#pragma unroll
+    for (int i = 0; i < 18; i++) {
+        const uint32_t k = 18u * wg + (uint32_t)i, ch = k >> 2, ks = k & 3u;
+        const uint64_t da = wg_desc(stg + ch * kChunk + 32u * ks, 16u, 1024u);
+        const uint64_t db = wg_desc(sq + ch * MLA_NARROW_Q_CHUNK + 32u * ks, 16u, 1024u);
+        if (FMT == MLA_FMT_FP8_DS_MLA && i >= 14)
+            wgmma_m64n16_ss<0>(sr, da, db, i != 14 ? 1u : 0u);
+        else
+            wgmma_m64n16_ss<0>(s, da, db, i != 0 ? 1u : 0u);
+    }
+}
+
+template <int FMT>
+struct NarrowConsumer {
+    const mla_decode_params &p;
+    const Cta &c;
+    uint32_t wg, w, g, t, tid;
+    int lim[4];      /* key limit of each column slot */
+    uint32_t pbuf;   /* this WG's P tile */
+    float rope_factor;
+    float o[4][2][4]; /* O^T, value dims 256 wg + 64 mb + ... (m-block mb) */
+    float s[2][4], sr[2][4];
+    float alpha[4];
+    ColumnSoftmax sm;
+
+    MLA_DEV NarrowConsumer(const mla_decode_params &p_, const Cta &c_, uint32_t wg_, uint32_t wl,
+                           uint32_t lane)
+        : p(p_), c(c_), wg(wg_), w(wl), g(lane >> 2), t(lane & 3u),
+          tid(128u * wg_ + 32u * wl + lane)
+    {
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            lim[r] = row_limit(p, c, column(r));
+        pbuf = c.pbuf + 2048u * wg;
+        rope_factor = FMT == MLA_FMT_FP8_DS_MLA ? __frcp_rn(p.out_scale) : 1.0f;
+#pragma unroll
+        for (int mb = 0; mb < 4; mb++)
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    o[mb][nt][e] = 0.0f;
+        sm.init();
+    }
+
+    /* Query column (packed row) of slot r. */
+    MLA_DEV int column(int r) const { return 8 * (r >> 1) + 2 * (int)t + (r & 1); }
+
+    /* The barrier whose completion means tile st is in BF16 in its stage. */
+    MLA_DEV uint32_t ready_bar(const PipeState &st) const
+    {
+        return FMT == MLA_FMT_BF16 ? c.pipe().full_bar(st) : c.bars + kBarConverted + 8u * st.stage;
+    }
+
+    /* Queue this WG's half of S^T for tile tt; one commit group. */
+    MLA_DEV void scores(int tt, const PipeState &st)
+    {
+        const uint32_t stg = c.stage(st.stage);
+        mbar_wait(ready_bar(st), st.phase);
+        if (FMT == MLA_FMT_BF16) {
+            const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - tt * (int)kBN);
+            if (nvalid < kBN)
+                zero_tail(stg, nvalid, tid);
+        }
+        qk_narrow<FMT>(s, sr, c.sq, stg, wg);
+        wg_commit();
+    }
+
+    /*
+     * Once this WG's partial S^T of tile tt has retired: add the other
+     * WG's (through the exchange slot of parity par), then the column
+     * softmax: probabilities in s, the factors for O^T in alpha.
+     */
+    MLA_DEV void softmax(int tt, uint32_t par)
+    {
+        wg_hold(s);
+        if (FMT == MLA_FMT_FP8_DS_MLA) {
+            wg_hold(sr);
+            const float f = wg ? rope_factor : 1.0f;
+#pragma unroll
+            for (int j = 0; j < 2; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    s[j][e] = fmaf(sr[j][e], f, s[j][e]);
+        }
+        /* Two planes of 16 bytes a thread (conflict-free 128-bit access). */
+        const uint32_t x = c.xchg + 8192u * par + 16u * (tid & 127u);
+        const uint32_t mine = x + 4096u * wg, other = x + 4096u * (wg ^ 1u);
+        sts128(mine, __float_as_uint(s[0][0]), __float_as_uint(s[0][1]),
+               __float_as_uint(s[0][2]), __float_as_uint(s[0][3]));
+        sts128(mine + 2048u, __float_as_uint(s[1][0]), __float_as_uint(s[1][1]),
+               __float_as_uint(s[1][2]), __float_as_uint(s[1][3]));
+        bar_sync(kNbMax, 256);
+        const uint4 o0 = lds128(other), o1 = lds128(other + 2048u);
+        /* The same sum in both WGs (fp32 addition commutes). */
+        s[0][0] += __uint_as_float(o0.x);
+        s[0][1] += __uint_as_float(o0.y);
+        s[0][2] += __uint_as_float(o0.z);
+        s[0][3] += __uint_as_float(o0.w);
+        s[1][0] += __uint_as_float(o1.x);
+        s[1][1] += __uint_as_float(o1.y);
+        s[1][2] += __uint_as_float(o1.z);
+        s[1][3] += __uint_as_float(o1.w);
+
+        float mx[4];
+        sm.tile_max(s, p.score_scale_log2, tt * (int)kBN + 16 * (int)w + (int)g, lim, mx);
+        column_reduce(mx, true);
+        sm.tile_exp(s, mx, alpha);
+    }
+
+    /* v[r] over the WG's 4 warps (max, or sum), from each warp's value
+     * (the same in its 8 lanes of equal t) through the column exchange. */
+    MLA_DEV void column_reduce(float (&v)[4], bool is_max) const
+    {
+        const uint32_t base = c.cmax + 256u * wg;
+        if (g == 0) {
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                sts32(base + 4u * (16u * w + (uint32_t)column(r)), __float_as_uint(v[r]));
+        }
+        bar_sync(kNbWg0 + wg, 128);
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            float a = lds_f32(base + 4u * (uint32_t)column(r));
+#pragma unroll
+            for (uint32_t k = 1; k < 4; k++) {
+                const float b = lds_f32(base + 4u * (16u * k + (uint32_t)column(r)));
+                a = is_max ? fmaxf(a, b) : a + b;
+            }
+            v[r] = a;
+        }
+    }
+
+    /* After the previous P V retired: rescale O^T, write P (bf16, row =
+     * query column, 64 keys, 128B-swizzled) into this WG's P tile. */
+    MLA_DEV void publish_p()
+    {
+        if (alpha[0] != 1.0f || alpha[1] != 1.0f || alpha[2] != 1.0f || alpha[3] != 1.0f) {
+#pragma unroll
+            for (int mb = 0; mb < 4; mb++)
+#pragma unroll
+                for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        o[mb][nt][e] *= alpha[2 * nt + (e & 1)];
+        }
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const uint32_t q = (uint32_t)column(2 * nt + (e & 1));
+                const uint32_t key = 16u * w + g + 8u * (uint32_t)(e >> 1);
+                const uint32_t a = pbuf + (q >> 3) * 1024u + (q & 7u) * 128u +
+                                   ((((key >> 3) ^ (q & 7u)) << 4) | ((key & 7u) * 2u));
+                sts16(a, (uint16_t)(pack_bf16x2(s[nt][e], 0.0f) & 0xffffu));
+            }
+        fence_proxy_async();
+        bar_sync(kNbWg0 + wg, 128);
+    }
+
+    /* Queue O^T[256 wg .., :] += V^T P^T for the tile in stage st. */
+    MLA_DEV void pv(const PipeState &st)
+    {
+        const uint32_t stg = c.stage(st.stage);
+        wg_fence();
+#pragma unroll
+        for (int mb = 0; mb < 4; mb++) {
+            const uint32_t va = stg + (4u * wg + (uint32_t)mb) * kChunk;
+#pragma unroll
+            for (int ks = 0; ks < 4; ks++)
+                wgmma_m64n16_ss<1>(o[mb], wg_desc(va + 2048u * ks, kChunk, 1024u),
+                                   wg_desc(pbuf + 32u * ks, 16u, 1024u), 1u);
+        }
+        wg_commit();
+#pragma unroll
+        for (int mb = 0; mb < 4; mb++)
+            wg_hold(o[mb]);
+    }
+
+    MLA_DEV void wait_o()
+    {
+        wg_wait<0>();
+#pragma unroll
+        for (int mb = 0; mb < 4; mb++)
+            wg_hold(o[mb]);
+    }
+
+    /* The tile loop, ordered as the wide consumer's (hopper_wide.cuh). */
+    MLA_DEV void run()
+    {
+        mbar_wait(c.bars + kBarQ, 0);
+        const Pipe pipe = c.pipe();
+        PipeState st;
+        st.init();
+        if (c.t0 < c.t1) {
+            scores(c.t0, st);
+            wg_wait<0>();
+            softmax(c.t0, 0u);
+            publish_p();
+        }
+        for (int tt = c.t0; tt < c.t1; tt++) {
+            PipeState nx = st;
+            nx.advance(kStages);
+            const bool next = tt + 1 < c.t1;
+            const uint32_t par = (uint32_t)(tt + 1 - c.t0) & 1u;
+            if (next && wg_test(c, wg, tid, ready_bar(nx), nx.phase)) {
+                scores(tt + 1, nx);
+                pv(st);
+                wg_wait<1>(); /* groups retire in order: the scores are done */
+                softmax(tt + 1, par);
+                wait_o();
+                pipe.consumer_release(st);
+            } else {
+                pv(st);
+                wait_o();
+                pipe.consumer_release(st);
+                if (next) {
+                    scores(tt + 1, nx);
+                    wg_wait<0>();
+                    softmax(tt + 1, par);
+                }
+            }
+            if (next)
+                publish_p();
+            st = nx;
+        }
+
+        if (tid == 0)
+            griddep_launch_dependents();
+
+        /* Column sums: 8 lanes, then the 4 warps (both WGs hold them all).
+         * The last reads of the column exchange were before publish_p's
+         * barrier. */
+        float lsum[4];
+        sm.finish(lsum);
+        column_reduce(lsum, false);
+
+        /* Every wgmma of both WGs has retired: stage 0 can take O. */
+        bar_sync(kNbSum, 256);
+        const uint32_t stg0 = c.stage(0);
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = 2 * nt + (e & 1);
+                const float inv = inv_sum(p, lsum[r]);
+                const uint32_t row = stg0 + (uint32_t)column(r) * kStageRow;
+#pragma unroll
+                for (int mb = 0; mb < 4; mb++) {
+                    const uint32_t dim = 256u * wg + 64u * mb + 16u * w + g + 8u * (e >> 1);
+                    sts32(row + 4u * dim, __float_as_uint(o[mb][nt][e] * inv));
+                }
+            }
+        bar_sync(kNbSum, 256);
+        write_staged_rows(p, stg0, kStageRow, c.rows_here, tid, 256u);
+        if (wg == 0 && w == 0 && g == 0) {
+            const OutTarget out(p);
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                if (column(r) < c.rows_here)
+                    out.write_lse(p, column(r), sm.m[r], lsum[r]);
+        }
+    }
+};
+
+} /* namespace hopper */
+} /* namespace mla */
+
+#endif /* MLA_HOPPER_NARROW_CUH */

@@ -258,20 +258,23 @@ static mla_status_t load_kernels(mla_context_t *ctx)
 
     /* The wgmma kernels exist for sm_90a only (other images are empty). */
     if (g->cc_major == 9 && g->cc_minor == 0) {
-        for (int f = 0; f < MLA_GPU_NUM_FORMATS; f++) {
-            struct mla_gpu_kernel *k = &g->hopper[f];
-            char kname[64];
-            snprintf(kname, sizeof(kname), "mla_hopper_decode_%s", fmt_names[f]);
-            if ((st = get_kernel(ctx, kname, 1, k)) ||
-                (st = need_threads(ctx, k, kname, MLA_DECODE_THREADS)))
-                return st;
-            if (!k->fn)
-                continue;
-            if ((st = raise_smem(ctx, k, kname)) != MLA_STATUS_SUCCESS)
-                return st;
-            if (k->max_dyn_smem < (int)MLA_HOPPER_SMEM_BYTES)
-                k->fn = NULL; /* cannot be resident: the portable kernel serves */
-        }
+        static const char *const family[2] = {"decode", "narrow"};
+        static const unsigned smem[2] = {MLA_HOPPER_SMEM_BYTES, MLA_NARROW_SMEM_BYTES};
+        for (int n = 0; n < 2; n++)
+            for (int f = 0; f < MLA_GPU_NUM_FORMATS; f++) {
+                struct mla_gpu_kernel *k = n ? &g->hopper_narrow[f] : &g->hopper[f];
+                char kname[64];
+                snprintf(kname, sizeof(kname), "mla_hopper_%s_%s", family[n], fmt_names[f]);
+                if ((st = get_kernel(ctx, kname, 1, k)) ||
+                    (st = need_threads(ctx, k, kname, MLA_DECODE_THREADS)))
+                    return st;
+                if (!k->fn)
+                    continue;
+                if ((st = raise_smem(ctx, k, kname)) != MLA_STATUS_SUCCESS)
+                    return st;
+                if (k->max_dyn_smem < (int)smem[n])
+                    k->fn = NULL; /* cannot be resident: another kernel serves */
+            }
     }
     return MLA_STATUS_SUCCESS;
 }

@@ -133,7 +133,8 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a)
             return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, er, "cuTensorMapEncodeTiled");
         if (!use_hopper && gp->hopper_required)
             return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
-                                 "mla_decode: MLA_KERNEL=hopper, but this call needs the portable "
+                                 "mla_decode: MLA_KERNEL requires an sm_90a kernel, but this call "
+                                 "needs the portable "
                                  "kernel (kv or scales not 16-byte aligned, or num_pages * "
                                  "page_size >= 2^31)");
         hp.p = p;
@@ -153,8 +154,8 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a)
     if (r == CUDA_SUCCESS) {
         if (use_hopper) {
             what = "cuLaunchKernelEx(mla_hopper_decode)";
-            r = launch(cu, gp->hopper->fn, gp->decode_grid, MLA_DECODE_THREADS,
-                       MLA_HOPPER_SMEM_BYTES, stream, MLA_GPU_PDL_DECODE, &hp);
+            r = launch(cu, gp->hopper->fn, gp->decode_grid, MLA_DECODE_THREADS, gp->hopper_smem,
+                       stream, MLA_GPU_PDL_DECODE, &hp);
         } else {
             what = "cuLaunchKernelEx(mla_decode)";
             r = launch(cu, gp->decode->fn, gp->decode_grid, MLA_DECODE_THREADS, gp->decode_smem,

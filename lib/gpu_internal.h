@@ -40,8 +40,10 @@ struct mla_gpu_context {
     CUlibrary lib[MLA_GPU_NUM_FATBINS];
     struct mla_gpu_kernel schedule, combine, append;
     struct mla_gpu_kernel decode[MLA_GPU_NUM_FORMATS][MLA_GPU_NUM_BLOCK_N];
-    /* sm_90a kernels (kernels/hopper.cu); fn NULL on other devices. */
+    /* sm_90a kernels (kernels/hopper.cu), wide (any row count) and
+     * narrow (at most MLA_NARROW_ROWS rows); fn NULL on other devices. */
     struct mla_gpu_kernel hopper[MLA_GPU_NUM_FORMATS];
+    struct mla_gpu_kernel hopper_narrow[MLA_GPU_NUM_FORMATS];
 };
 
 struct mla_gpu_plan {
@@ -53,6 +55,7 @@ struct mla_gpu_plan {
      * are then its own, which the portable kernel also accepts: it runs
      * instead when a call's pointers do not suit the TMA path). */
     const struct mla_gpu_kernel *hopper;
+    unsigned int hopper_smem; /* its dynamic shared memory */
     int hopper_required; /* MLA_KERNEL=hopper: calls it cannot take fail */
     unsigned int combine_grid[3];
     unsigned int schedule_grid;
@@ -69,6 +72,7 @@ struct mla_gpu_plan {
 #define MLA_GPU_KERNEL_AUTO 0
 #define MLA_GPU_KERNEL_PORTABLE 1
 #define MLA_GPU_KERNEL_HOPPER 2
+#define MLA_GPU_KERNEL_HOPPER_WIDE 3 /* the wide sm_90a kernel only, required */
 int mla__gpu_kernel_choice(void);
 
 /* Make the context's primary context current on this thread (push), and

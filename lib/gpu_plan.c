@@ -126,8 +126,9 @@ static const char *hopper_refusal(const struct mla_gpu_context *g, const struct 
     return NULL;
 }
 
-/* MLA_KERNEL: unset or "auto", "portable", or "hopper" (required: plans
- * and calls it cannot serve are refused with NOT_SUPPORTED). */
+/* MLA_KERNEL: unset or "auto", "portable", "hopper" or "hopper-wide"
+ * (required: plans and calls they cannot serve are refused with
+ * NOT_SUPPORTED); -1 for anything else. */
 int mla__gpu_kernel_choice(void)
 {
     const char *env = getenv("MLA_KERNEL");
@@ -137,29 +138,48 @@ int mla__gpu_kernel_choice(void)
         return MLA_GPU_KERNEL_PORTABLE;
     if (strcmp(env, "hopper") == 0)
         return MLA_GPU_KERNEL_HOPPER;
+    if (strcmp(env, "hopper-wide") == 0)
+        return MLA_GPU_KERNEL_HOPPER_WIDE;
     return -1;
 }
 
+/*
+ * The sm_90a kernel for this shape, if any: the narrow one when the packed
+ * rows per KV head (q_len x heads per KV head) fit its 16 columns, else
+ * the wide one.  Sets *choice to the MLA_KERNEL reading.
+ */
 static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s, int32_t spr,
-                                  const struct mla_gpu_kernel **out)
+                                  int *choice, const struct mla_gpu_kernel **out,
+                                  unsigned *smem)
 {
     struct mla_gpu_context *g = ctx->gpu;
     *out = NULL;
-    const int choice = mla__gpu_kernel_choice();
-    if (choice < 0)
+    *smem = 0;
+    *choice = mla__gpu_kernel_choice();
+    if (*choice < 0)
         return mla__ctx_fail(ctx, MLA_STATUS_INVALID_ARGUMENT,
-                             "mla_plan_create: MLA_KERNEL=%s (auto, portable or hopper)",
+                             "mla_plan_create: MLA_KERNEL=%s (auto, portable, hopper or "
+                             "hopper-wide)",
                              getenv("MLA_KERNEL"));
-    if (choice == MLA_GPU_KERNEL_PORTABLE)
+    if (*choice == MLA_GPU_KERNEL_PORTABLE)
         return MLA_STATUS_SUCCESS;
     const char *why = hopper_refusal(g, s, spr);
-    if (why && choice == MLA_GPU_KERNEL_HOPPER)
+    if (why && *choice != MLA_GPU_KERNEL_AUTO)
         return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
-                             "mla_plan_create: MLA_KERNEL=hopper, but the sm_90a kernel does not "
+                             "mla_plan_create: MLA_KERNEL=%s, but the sm_90a kernel does not "
                              "serve this shape: %s",
-                             why);
-    if (!why)
+                             getenv("MLA_KERNEL"), why);
+    if (why)
+        return MLA_STATUS_SUCCESS;
+    const int32_t rows = s->q_len * (s->num_heads / s->num_kv_heads);
+    const struct mla_gpu_kernel *narrow = &g->hopper_narrow[s->kv_format];
+    if (rows <= MLA_NARROW_ROWS && narrow->fn && *choice != MLA_GPU_KERNEL_HOPPER_WIDE) {
+        *out = narrow;
+        *smem = MLA_NARROW_SMEM_BYTES;
+    } else {
         *out = &g->hopper[s->kv_format];
+        *smem = MLA_HOPPER_SMEM_BYTES;
+    }
     return MLA_STATUS_SUCCESS;
 }
 
@@ -191,7 +211,9 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     if ((st = choose_tiling(ctx, s, spr, &bn, &stages)) != MLA_STATUS_SUCCESS)
         return st;
     const struct mla_gpu_kernel *hopper = NULL;
-    if ((st = choose_hopper(ctx, s, spr, &hopper)) != MLA_STATUS_SUCCESS)
+    unsigned hopper_smem = 0;
+    int choice = MLA_GPU_KERNEL_AUTO;
+    if ((st = choose_hopper(ctx, s, spr, &choice, &hopper, &hopper_smem)) != MLA_STATUS_SUCCESS)
         return st;
     if (hopper) {
         bn = MLA_HOPPER_BLOCK_N;
@@ -211,7 +233,7 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
         return st;
     CUresult r = g->cu->p_cuOccupancyMaxActiveBlocksPerMultiprocessor(
         &occ, hopper ? hopper->fn : k->fn, MLA_DECODE_THREADS,
-        hopper ? MLA_HOPPER_SMEM_BYTES : smem);
+        hopper ? hopper_smem : smem);
     mla__gpu_pop(ctx);
     if (r != CUDA_SUCCESS)
         return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r,
@@ -292,7 +314,8 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     gp->decode = k;
     gp->decode_smem = smem;
     gp->hopper = hopper;
-    gp->hopper_required = mla__gpu_kernel_choice() == MLA_GPU_KERNEL_HOPPER;
+    gp->hopper_smem = hopper_smem;
+    gp->hopper_required = choice == MLA_GPU_KERNEL_HOPPER || choice == MLA_GPU_KERNEL_HOPPER_WIDE;
     gp->decode_grid[0] = (unsigned)m_blocks;
     gp->decode_grid[1] = (unsigned)s->num_kv_heads;
     gp->decode_grid[2] = (unsigned)(batch * splits);

@@ -213,7 +213,7 @@ struct kcase {
     const char *kernel;    /* MLA_KERNEL for the plan; NULL = unset (auto) */
 };
 
-#define MAX_CASES 192
+#define MAX_CASES 224
 static struct kcase g_cases[MAX_CASES];
 static int g_ncases;
 
@@ -280,6 +280,10 @@ static void build_cases(void)
             c = add_case(128, 1, 2, M_DSMLA, 128, 1, 7, lens_mix7);
             c->kernel = "hopper";
             c = add_case(16, 1, 1, M_BF16, 64, 0, 1, ones);
+            c->kernel = "hopper";
+            c = add_case(16, 1, 1, M_G64, 64, 0, 7, lens_mix7);
+            c->kernel = "hopper";
+            c = add_case(8, 1, 2, M_DSMLA, 128, 1, 7, lens_mix7);
             c->kernel = "hopper";
         }
         name_cases();
@@ -376,6 +380,13 @@ static void build_cases(void)
         for (int m = 0; m < NMODES; m++) {
             c = add_case(128, 1, 1, m, 64, 0, 1, ones); /* one request, many splits */
             c->kernel = "hopper";
+            c = add_case(16, 1, 1, m, 64, 0, 1, ones); /* the same, narrow */
+            c->kernel = "hopper";
+        }
+        /* The wide kernel on shapes the narrow one takes by default. */
+        for (int m = 0; m < NMODES; m++) {
+            c = add_case(m % 2 ? 8 : 16, 1, m % 2 ? 2 : 1, m, 64 << (m % 2), m % 2, 7, lens_mix7);
+            c->kernel = "hopper-wide";
         }
         for (int m = 0; m < NMODES; m += 2) {
             for (int i = 0; i < 64; i++)

@@ -96,14 +96,22 @@ struct NarrowConsumer {
             lim[r] = row_limit(p, c, column(r));
         pbuf = c.pbuf + 2048u * wg;
         rope_factor = FMT == MLA_FMT_FP8_DS_MLA ? __frcp_rn(p.out_scale) : 1.0f;
+        scale_o(0.0f, 0.0f, 0.0f, 0.0f);
+        sm.init();
+    }
+
+    /* O^T *= the factor of each element's query column; with 0, sets it
+     * to zero (O^T is all finite: P and V are). */
+    MLA_DEV void scale_o(float f0, float f1, float f2, float f3)
+    {
+        const float f[4] = {f0, f1, f2, f3};
 #pragma unroll
         for (int mb = 0; mb < 4; mb++)
 #pragma unroll
             for (int nt = 0; nt < 2; nt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
-                    o[mb][nt][e] = 0.0f;
-        sm.init();
+                    o[mb][nt][e] = f[2 * nt + (e & 1)] == 0.0f ? 0.0f : o[mb][nt][e] * f[2 * nt + (e & 1)];
     }
 
     /* Query column (packed row) of slot r. */
@@ -198,15 +206,8 @@ struct NarrowConsumer {
      * query column, 64 keys, 128B-swizzled) into this WG's P tile. */
     MLA_DEV void publish_p()
     {
-        if (alpha[0] != 1.0f || alpha[1] != 1.0f || alpha[2] != 1.0f || alpha[3] != 1.0f) {
-#pragma unroll
-            for (int mb = 0; mb < 4; mb++)
-#pragma unroll
-                for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        o[mb][nt][e] *= alpha[2 * nt + (e & 1)];
-        }
+        if (alpha[0] != 1.0f || alpha[1] != 1.0f || alpha[2] != 1.0f || alpha[3] != 1.0f)
+            scale_o(alpha[0], alpha[1], alpha[2], alpha[3]);
 #pragma unroll
         for (int nt = 0; nt < 2; nt++)
 #pragma unroll

@@ -273,10 +273,14 @@ struct NarrowConsumer {
                 wg_wait<1>(); /* groups retire in order: the scores are done */
                 softmax(tt + 1, par);
                 wait_o();
+                if (MLA_NARROW_SYNC & 4)
+                    fence_proxy_async();
                 pipe.consumer_release(st);
             } else {
                 pv(st);
                 wait_o();
+                if (MLA_NARROW_SYNC & 4)
+                    fence_proxy_async();
                 pipe.consumer_release(st);
                 if (next) {
                     scores(tt + 1, nx);

@@ -145,7 +145,8 @@ int mla__gpu_kernel_choice(void)
 
 /*
  * The sm_90a kernel for this shape, if any: the narrow one when the packed
- * rows per KV head (q_len x heads per KV head) fit its 16 columns, else
+ * rows per KV head (q_len x heads per KV head) fit its 16 columns and the
+ * image has it for this format (BF16 only, see kernels/hopper.cu), else
  * the wide one.  Sets *choice to the MLA_KERNEL reading.
  */
 static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s, int32_t spr,

@@ -164,6 +164,8 @@ MLA_DEV void convert_landed(const Cta &c, const PipeState &lst, const PipeState 
     if (!(MLA_NARROW_SYNC & 2))
         land.consumer_release(lst);
     pipe.producer_acquire(st);
+    if (MLA_NARROW_SYNC & 8)
+        fence_proxy_async();
 #pragma unroll
     for (int ch = 0; ch < NCH; ch++)
         cv.store(ch, u[ch]);

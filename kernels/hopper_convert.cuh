@@ -156,16 +156,8 @@ MLA_DEV void convert_landed(const Cta &c, const PipeState &lst, const PipeState 
         for (int k = 0; k < 4; k++)
             rope[k] = lds128(c.land + 8u * 4096u + 16u * (tid + 128u * k));
     }
-#ifndef MLA_NARROW_SYNC
-#define MLA_NARROW_SYNC 0
-#endif
-    if (MLA_NARROW_SYNC & 1)
-        fence_proxy_async();
-    if (!(MLA_NARROW_SYNC & 2))
-        land.consumer_release(lst);
+    land.consumer_release(lst);
     pipe.producer_acquire(st);
-    if (MLA_NARROW_SYNC & 8)
-        fence_proxy_async();
 #pragma unroll
     for (int ch = 0; ch < NCH; ch++)
         cv.store(ch, u[ch]);
@@ -176,8 +168,6 @@ MLA_DEV void convert_landed(const Cta &c, const PipeState &lst, const PipeState 
                    rope[k].w);
     }
     release_to_mma(c.bars + kBarConverted + 8u * st.stage);
-    if (MLA_NARROW_SYNC & 2)
-        land.consumer_release(lst);
 }
 
 template <int FMT, bool NARROW>

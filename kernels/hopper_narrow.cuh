@@ -241,6 +241,17 @@ struct NarrowConsumer {
             wg_hold(o[mb]);
     }
 
+    /* The stage's wgmma reads (async proxy) are done.  With FP8 the next
+     * writer is the converter's st.shared (generic proxy), right after it
+     * acquires the stage, so the reads are ordered before those writes
+     * across proxies; BF16 stages are refilled by TMA (async proxy). */
+    MLA_DEV void release(const PipeState &st) const
+    {
+        if (FMT != MLA_FMT_BF16)
+            fence_proxy_async();
+        c.pipe().consumer_release(st);
+    }
+
     MLA_DEV void wait_o()
     {
         wg_wait<0>();
@@ -253,7 +264,6 @@ struct NarrowConsumer {
     MLA_DEV void run()
     {
         mbar_wait(c.bars + kBarQ, 0);
-        const Pipe pipe = c.pipe();
         PipeState st;
         st.init();
         if (c.t0 < c.t1) {
@@ -273,15 +283,11 @@ struct NarrowConsumer {
                 wg_wait<1>(); /* groups retire in order: the scores are done */
                 softmax(tt + 1, par);
                 wait_o();
-                if (MLA_NARROW_SYNC & 4)
-                    fence_proxy_async();
-                pipe.consumer_release(st);
+                release(st);
             } else {
                 pv(st);
                 wait_o();
-                if (MLA_NARROW_SYNC & 4)
-                    fence_proxy_async();
-                pipe.consumer_release(st);
+                release(st);
                 if (next) {
                     scores(tt + 1, nx);
                     wg_wait<0>();

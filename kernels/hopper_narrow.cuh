@@ -241,16 +241,8 @@ struct NarrowConsumer {
             wg_hold(o[mb]);
     }
 
-    /* The stage's wgmma reads (async proxy) are done.  With FP8 the next
-     * writer is the converter's st.shared (generic proxy), right after it
-     * acquires the stage, so the reads are ordered before those writes
-     * across proxies; BF16 stages are refilled by TMA (async proxy). */
-    MLA_DEV void release(const PipeState &st) const
-    {
-        if (FMT != MLA_FMT_BF16)
-            fence_proxy_async();
-        c.pipe().consumer_release(st);
-    }
+    /* P V of the tile in stage st has retired: the stage can be refilled. */
+    MLA_DEV void release(const PipeState &st) const { c.pipe().consumer_release(st); }
 
     MLA_DEV void wait_o()
     {

@@ -264,6 +264,12 @@ struct mla_hopper_params {
  * exchange (2 x 4 warps x 16 fp32); the mbarriers.
  */
 #define MLA_NARROW_ROWS 16
+/* The narrow FP8 kernels (E4M3, DS_MLA) are built, and looked up by the
+ * host, only when this is 1 (bench/NOTES.md: they gave output mismatches
+ * on the H200 that are not explained yet); mla_hopper_narrow_bf16 always. */
+#ifndef MLA_NARROW_FP8
+#define MLA_NARROW_FP8 0
+#endif
 #define MLA_NARROW_Q_CHUNK 2048u
 #define MLA_NARROW_OFF_STAGES 18432u
 #define MLA_NARROW_OFF_LAND (MLA_NARROW_OFF_STAGES + 2u * MLA_HOPPER_TILE_BYTES)

@@ -263,6 +263,8 @@ static mla_status_t load_kernels(mla_context_t *ctx)
         for (int n = 0; n < 2; n++)
             for (int f = 0; f < MLA_GPU_NUM_FORMATS; f++) {
                 struct mla_gpu_kernel *k = n ? &g->hopper_narrow[f] : &g->hopper[f];
+                if (n && f != MLA_FMT_BF16 && !MLA_NARROW_FP8)
+                    continue; /* not built: no lookup, no failed driver call */
                 char kname[64];
                 snprintf(kname, sizeof(kname), "mla_hopper_%s_%s", family[n], fmt_names[f]);
                 if ((st = get_kernel(ctx, kname, 1, k)) ||

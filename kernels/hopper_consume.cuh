@@ -1,7 +1,8 @@
 /*
- * hopper_consume.cuh - steps the consumer warpgroups of both sm_90a
- * layouts share: zeroing a BF16 tile's rows past the length, and turning
- * one thread's barrier test into an answer the whole warpgroup agrees on.
+ * hopper_consume.cuh - what the consumer warpgroups of both sm_90a
+ * layouts share: zeroing a BF16 tile's rows past the length, turning one
+ * thread's barrier test into an answer the whole warpgroup agrees on, and
+ * the order of the steps of the tile loop.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -9,6 +10,7 @@
 #define MLA_HOPPER_CONSUME_CUH
 
 #include "hopper_layout.cuh"
+#include "wgmma.cuh"
 
 namespace mla {
 namespace hopper {
@@ -38,6 +40,53 @@ MLA_DEV bool wg_test(const Cta &c, uint32_t wg, uint32_t tid, uint32_t bar, uint
         sts32(flag, mbar_test(bar, parity) ? 1u : 0u);
     bar_sync(kNbWg0 + wg, 128);
     return lds32(flag) != 0u;
+}
+
+/*
+ * The consumers' tile loop, the same order for both layouts (K is
+ * WideConsumer or NarrowConsumer: ready, scores, softmax, publish_p, pv,
+ * wait_o, release).  Scores of tile t + 1 are queued ahead of P V of tile
+ * t when t + 1 is already in shared memory, so its softmax runs while the
+ * tensor cores do P V; otherwise P V goes first and the stage is freed
+ * before blocking on the load (holding it would serialize load and
+ * compute).
+ */
+template <class K>
+MLA_DEV void consume_tiles(K &k, int t0, int t1)
+{
+    PipeState st;
+    st.init();
+    if (t0 < t1) {
+        k.scores(t0, st);
+        wg_wait<0>();
+        k.softmax(t0);
+        k.publish_p(st);
+    }
+    for (int t = t0; t < t1; t++) {
+        PipeState nx = st;
+        nx.advance(kStages);
+        const bool next = t + 1 < t1;
+        if (next && k.ready(nx)) {
+            k.scores(t + 1, nx);
+            k.pv(st);
+            wg_wait<1>(); /* groups retire in order: the scores are done */
+            k.softmax(t + 1);
+            k.wait_o();
+            k.release(st);
+        } else {
+            k.pv(st);
+            k.wait_o();
+            k.release(st);
+            if (next) {
+                k.scores(t + 1, nx);
+                wg_wait<0>();
+                k.softmax(t + 1);
+            }
+        }
+        if (next)
+            k.publish_p(nx);
+        st = nx;
+    }
 }
 
 } /* namespace hopper */

@@ -139,11 +139,13 @@ struct NarrowConsumer {
 
     /*
      * Once this WG's partial S^T of tile tt has retired: add the other
-     * WG's (through the exchange slot of parity par), then the column
-     * softmax: probabilities in s, the factors for O^T in alpha.
+     * WG's (through the exchange slot of the tile's parity in the split),
+     * then the column softmax: probabilities in s, the factors for O^T in
+     * alpha.
      */
-    MLA_DEV void softmax(int tt, uint32_t par)
+    MLA_DEV void softmax(int tt)
     {
+        const uint32_t par = (uint32_t)(tt - c.t0) & 1u;
         wg_hold(s);
         if (FMT == MLA_FMT_FP8_DS_MLA) {
             wg_hold(sr);
@@ -203,8 +205,9 @@ struct NarrowConsumer {
     }
 
     /* After the previous P V retired: rescale O^T, write P (bf16, row =
-     * query column, 64 keys, 128B-swizzled) into this WG's P tile. */
-    MLA_DEV void publish_p()
+     * query column, 64 keys, 128B-swizzled) into this WG's P tile (one
+     * per WG, whatever the stage). */
+    MLA_DEV void publish_p(const PipeState &)
     {
         if (alpha[0] != 1.0f || alpha[1] != 1.0f || alpha[2] != 1.0f || alpha[3] != 1.0f)
             scale_o(alpha[0], alpha[1], alpha[2], alpha[3]);
@@ -252,44 +255,15 @@ struct NarrowConsumer {
             wg_hold(o[mb]);
     }
 
-    /* The tile loop, ordered as the wide consumer's (hopper_wide.cuh). */
+    MLA_DEV bool ready(const PipeState &st) const
+    {
+        return wg_test(c, wg, tid, ready_bar(st), st.phase);
+    }
+
     MLA_DEV void run()
     {
         mbar_wait(c.bars + kBarQ, 0);
-        PipeState st;
-        st.init();
-        if (c.t0 < c.t1) {
-            scores(c.t0, st);
-            wg_wait<0>();
-            softmax(c.t0, 0u);
-            publish_p();
-        }
-        for (int tt = c.t0; tt < c.t1; tt++) {
-            PipeState nx = st;
-            nx.advance(kStages);
-            const bool next = tt + 1 < c.t1;
-            const uint32_t par = (uint32_t)(tt + 1 - c.t0) & 1u;
-            if (next && wg_test(c, wg, tid, ready_bar(nx), nx.phase)) {
-                scores(tt + 1, nx);
-                pv(st);
-                wg_wait<1>(); /* groups retire in order: the scores are done */
-                softmax(tt + 1, par);
-                wait_o();
-                release(st);
-            } else {
-                pv(st);
-                wait_o();
-                release(st);
-                if (next) {
-                    scores(tt + 1, nx);
-                    wg_wait<0>();
-                    softmax(tt + 1, par);
-                }
-            }
-            if (next)
-                publish_p();
-            st = nx;
-        }
+        consume_tiles(*this, c.t0, c.t1);
 
         if (tid == 0)
             griddep_launch_dependents();

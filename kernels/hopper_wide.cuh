@@ -82,7 +82,7 @@ struct WideConsumer {
     }
 
     /* Whether tile st is ready, the same answer in the whole WG. */
-    MLA_DEV bool wg_ready(const PipeState &st) const
+    MLA_DEV bool ready(const PipeState &st) const
     {
         return wg_test(c, wg, tid, last_bar(st), st.phase);
     }
@@ -188,51 +188,16 @@ struct WideConsumer {
         c.pipe().consumer_release(st);
     }
 
-    /*
-     * The tile loop.  Scores of tile t + 1 are queued ahead of P V of tile
-     * t when t + 1 is already in shared memory, so its softmax runs while
-     * the tensor cores do P V; otherwise P V goes first and the stage is
-     * freed before blocking on the load (holding it would serialize load
-     * and compute).
-     */
+    MLA_DEV void wait_o()
+    {
+        wg_wait<0>();
+        wg_hold(o);
+    }
+
     MLA_DEV void run()
     {
         mbar_wait(c.bars + kBarQ, 0);
-        PipeState st;
-        st.init();
-        if (c.t0 < c.t1) {
-            scores(c.t0, st);
-            wg_wait<0>();
-            softmax(c.t0);
-            publish_p(st);
-        }
-        for (int t = c.t0; t < c.t1; t++) {
-            PipeState nx = st;
-            nx.advance(kStages);
-            const bool next = t + 1 < c.t1;
-            if (next && wg_ready(nx)) {
-                scores(t + 1, nx);
-                pv(st);
-                wg_wait<1>(); /* groups retire in order: the scores are done */
-                softmax(t + 1);
-                wg_wait<0>();
-                wg_hold(o);
-                release(st);
-            } else {
-                pv(st);
-                wg_wait<0>();
-                wg_hold(o);
-                release(st);
-                if (next) {
-                    scores(t + 1, nx);
-                    wg_wait<0>();
-                    softmax(t + 1);
-                }
-            }
-            if (next)
-                publish_p(nx);
-            st = nx;
-        }
+        consume_tiles(*this, c.t0, c.t1);
 
         /* The combine kernel may start launching; its griddepcontrol.wait
          * still waits for this grid to finish and its writes to be

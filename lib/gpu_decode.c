@@ -134,9 +134,8 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a)
         if (!use_hopper && gp->hopper_required)
             return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
                                  "mla_decode: MLA_KERNEL requires an sm_90a kernel, but this call "
-                                 "needs the portable "
-                                 "kernel (kv or scales not 16-byte aligned, or num_pages * "
-                                 "page_size >= 2^31)");
+                                 "needs the portable kernel (kv or scales not 16-byte aligned, "
+                                 "or num_pages * page_size >= 2^31)");
         hp.p = p;
     }
 

@@ -2,7 +2,8 @@
  * convert.cuh - FP8 cache rows to BF16 rows in shared memory, in place:
  * e4m3 through cvt.rn.f16x2.e4m3x2 (exact), times the row's block scale
  * in fp32, rounded to bf16 (exact for powers of two); DS_MLA RoPE copied;
- * rows at or past the sequence length written as zeros.
+ * rows at or past the sequence length written as zeros.  Also the pair
+ * conversions the narrow FP8 consumers build wgmma fragments with.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -43,6 +44,46 @@ MLA_DEV uint4 e4m3x8_to_bf16x8(uint2 v, float s)
     r.z = pack_bf16x2(__fmul_rn(f16lo_to_f32(h2), s), __fmul_rn(f16hi_to_f32(h2), s));
     r.w = pack_bf16x2(__fmul_rn(f16lo_to_f32(h3), s), __fmul_rn(f16hi_to_f32(h3), s));
     return r;
+}
+
+/* Byte permute: byte k of the result is byte sel[4k + 2 .. 4k] of {b, a}
+ * (0-3 from a, 4-7 from b), or with bit 4k + 3 set that byte's sign bit
+ * replicated over 8 bits. */
+MLA_DEV uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel)
+{
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+
+/*
+ * Bytes LO and HI of {a, b} (e4m3) as one bf16x2 (LO in bits 0..15),
+ * exact, for wgmma A fragments built in registers.  The bit pattern s
+ * eeee mmm becomes bf16 s 0000eeee mmm0000 (e4m3 times 2^-120: the
+ * exponent biases differ by 120; e4m3 subnormals land on bf16 subnormals),
+ * then one bf16x2 multiply by 2^120, exact since every product is an e4m3
+ * value and representable.  prmt puts each byte over its sign-replicated
+ * copy, so one shift and one mask place sign, exponent and mantissa.
+ * The e4m3 NaN (s 1111 111) reads as +-480: finite, like every result
+ * here, so a row past the length (garbage) times P = 0 gives 0.
+ */
+template <int LO, int HI>
+MLA_DEV uint32_t e4m3_pair_bf16x2(uint32_t a, uint32_t b)
+{
+    constexpr uint32_t sel = ((8u | HI) << 12) | ((uint32_t)HI << 8) | ((8u | LO) << 4) | LO;
+    const uint32_t u = (prmt(a, b, sel) << 4) & 0x87f087f0u;
+    uint32_t d;
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(u), "r"(0x7b807b80u));
+    return d;
+}
+
+/* The same times fp32 scales (one per byte), rounded to bf16 as
+ * e4m3x8_to_bf16x8 does (exact for powers of two). */
+template <int LO, int HI>
+MLA_DEV uint32_t e4m3_pair_bf16x2_scaled(uint32_t a, uint32_t b, float s_lo, float s_hi)
+{
+    const uint32_t h = e4m3x2_to_f16x2((uint16_t)prmt(a, b, ((uint32_t)HI << 4) | LO));
+    return pack_bf16x2(__fmul_rn(f16lo_to_f32(h), s_lo), __fmul_rn(f16hi_to_f32(h), s_hi));
 }
 
 /* What one lane reads of one FP8 row: channel groups of 8, g0 = lane,

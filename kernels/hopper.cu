@@ -1,42 +1,44 @@
 /*
- * hopper.cu - the sm_90a MLA decode kernels: TMA loads, an FP8 -> BF16
- * converter warpgroup and wgmma, in two layouts.  One CTA computes the
- * packed query rows of one (request, KV head, split) over that split's
- * 64-key tiles; the work split is the scheduler's (schedule.cuh), the
- * output the same as the portable kernels' (epilogue.cuh), so mla_combine
- * serves both.
+ * hopper.cu - the sm_90a MLA decode kernels: TMA loads, FP8 -> BF16
+ * conversion and wgmma, in three layouts.  One CTA computes the packed
+ * query rows of one (request, KV head, split) over that split's 64-key
+ * tiles; the work split is the scheduler's (schedule.cuh), the output the
+ * same as the portable kernels' (epilogue.cuh), so mla_combine serves all.
  *
  *   mla_hopper_decode_<f>  wide: 64 rows per CTA M tile, any row count
  *                          (consumers: hopper_wide.cuh; FP8 converted in
- *                          place, two 72-KB stages beside a 72-KB Q tile);
- *   mla_hopper_narrow_<f>  narrow: at most 16 rows, transposed MMAs
- *                          (hopper_narrow.cuh; a 18-KB Q tile, so FP8 tiles
- *                          land in a buffer of their own and the next load
- *                          overlaps conversion and the consumers).
+ *                          place by the converter warpgroup, two 72-KB
+ *                          stages beside a 72-KB Q tile);
+ *   mla_hopper_narrow_bf16 narrow: at most 16 rows, transposed MMAs
+ *                          (hopper_narrow.cuh; a 18-KB Q tile);
+ *   mla_hopper_narrow_<f8> narrow FP8: the same MMAs with A built in
+ *                          registers from the FP8 stage by the consumers
+ *                          (hopper_narrow_fp8.cuh; 4-5 FP8 stages).
  *
- * Warp roles (512 threads; setmaxnreg per layout below):
- *   warps 0-7   two consumer warpgroups (hopper_wide.cuh / hopper_narrow.cuh);
- *   warps 8-11  converter warpgroup: Q, then FP8 -> BF16 (hopper_convert.cuh);
+ * Warp roles (512 threads; setmaxnreg budgets below):
+ *   warps 0-7   two consumer warpgroups;
+ *   warps 8-11  converter warpgroup: Q, then (wide FP8) FP8 -> BF16
+ *               (hopper_convert.cuh);
  *   warp 12     loader, one elected lane (hopper_load.cuh).
  *
- * Stage layout (73728 bytes, 9 chunks of 64 rows x 128 bytes, the
- * swizzled layout of wgmma.cuh).  BF16: TMA writes all 9 chunks directly.
- * Wide E4M3: TMA lands chunk c's 64 x 64 FP8 bytes at 36864 + 4096 c and
- * the converter writes BF16 chunk c over [8192 c, 8192 c + 8192).  Wide
- * DS_MLA: nope chunk c lands at 32768 + 4096 c (c < 8), the RoPE (bf16) is
- * written by TMA straight into chunk 8, the scales into the stage's scale
- * area.  Narrow FP8: the same chunks land in the landing buffer.
+ * Wide/narrow BF16 stage (73728 bytes, 9 chunks of 64 rows x 128 bytes,
+ * the swizzled layout of wgmma.cuh): BF16 TMA writes all 9 chunks
+ * directly.  Wide E4M3: TMA lands chunk c's 64 x 64 FP8 bytes at 36864 +
+ * 4096 c and the converter writes BF16 chunk c over [8192 c, 8192 c +
+ * 8192).  Wide DS_MLA: nope chunk c lands at 32768 + 4096 c (c < 8), the
+ * RoPE (bf16) is written by TMA straight into chunk 8, the scales into the
+ * stage's scale area.  Narrow FP8: chunk c at 4096 c of the stage, then
+ * the scales (E4M3) or the RoPE box and the scales (DS_MLA).
  *
  * Barriers (per stage s; arrivals per phase):
  *   loaded[s]    1: the loader's arrive.expect_tx; completes when every
- *                byte of the tile (and its scales) has landed (narrow FP8:
- *                loaded[0] is the landing buffer's).
- *   converted    128 (FP8): converter threads, after fence.proxy.async.
- *                Wide: [s][g] per chunk group g (chunks 0-2, 3-5, 6-8), so
- *                QK starts on group 0 while the rest is converted; narrow:
- *                [s], the whole tile.
- *   land_free    128 (narrow FP8): the converter has read the landing.
- *   free[s]      256: consumer threads, once P V of the tile completed.
+ *                byte of the tile (and its scales) has landed.
+ *   converted    128 (wide FP8): converter threads, after
+ *                fence.proxy.async, [s][g] per chunk group g (chunks 0-2,
+ *                3-5, 6-8), so QK starts on group 0 while the rest is
+ *                converted.
+ *   free[s]      256: consumer threads, once P V of the tile completed
+ *                (narrow FP8: 128, the one warpgroup that took the tile).
  *   q            128: converter warpgroup threads after writing Q.
  *
  * SPDX-License-Identifier: MIT
@@ -57,18 +59,17 @@
 #include "hopper_convert.cuh"
 #include "hopper_wide.cuh"
 #include "hopper_narrow.cuh"
+#include "hopper_narrow_fp8.cuh"
 
 namespace mla {
 namespace hopper {
 
 /* Registers per thread of each role; 2 x consumers + converter + loader =
- * 4 x 128, the entry allocation of 512 threads.  The narrow consumers hold
- * 32 accumulators of O^T instead of 128 of O; the narrow converter holds a
- * whole landed tile (90 registers) before it writes it. */
-template <bool NARROW>
+ * 4 x 128, the entry allocation of 512 threads.  The converter warpgroup
+ * holds a few FP8 rows at a time (wide) or only writes Q (narrow). */
 struct Regs {
-    static constexpr int kConsumer = NARROW ? 152 : 208;
-    static constexpr int kCvt = NARROW ? 168 : 56;
+    static constexpr int kConsumer = 208;
+    static constexpr int kCvt = 56;
     static constexpr int kLoad = 40;
     static_assert(2 * kConsumer + kCvt + kLoad == 512, "register budget");
 };
@@ -76,17 +77,18 @@ struct Regs {
 template <int FMT, bool NARROW>
 MLA_DEV void init_barriers(const Cta &c)
 {
-    for (uint32_t s = 0; s < kStages; s++) {
+    /* Narrow FP8: one warpgroup consumes each tile. */
+    const uint32_t consumers = kFp8Direct<FMT, NARROW> ? 128u : 256u;
+    for (uint32_t s = 0; s < kNumStages<FMT, NARROW>; s++) {
         mbar_init(c.bars + kBarLoaded + 8u * s, 1);
-        mbar_init(c.bars + kBarFree + 8u * s, 256);
-        if (NARROW)
-            mbar_init(c.bars + kBarConverted + 8u * s, 128);
-        else
+        mbar_init(c.bars + kBarFree + 8u * s, consumers);
+        if (!NARROW)
             for (int grp = 0; grp < kGroups; grp++)
                 mbar_init(converted_bar(c.bars, s, grp), 128);
     }
-    if (NARROW)
-        mbar_init(c.bars + kBarLandFree, 128);
+    if (kFp8Direct<FMT, NARROW>)
+        for (uint32_t k = 0; k < 3; k++)
+            mbar_init(c.bars + kBarMerge + 8u * k, 256);
     mbar_init(c.bars + kBarQ, 128);
     fence_mbar_init();
 }
@@ -94,7 +96,7 @@ MLA_DEV void init_barriers(const Cta &c)
 template <int FMT, bool NARROW>
 MLA_DEV void decode(const mla_hopper_params &hp)
 {
-    using R = Regs<NARROW>;
+    using R = Regs;
     const mla_decode_params &p = hp.p;
     griddep_wait(); /* the scheduler's status, splits and tiles */
     Cta c0;
@@ -111,18 +113,18 @@ MLA_DEV void decode(const mla_hopper_params &hp)
     if (warp < 8) {
         setmaxnreg_inc<R::kConsumer>();
         setup<FMT, NARROW>(p, c);
-        if constexpr (NARROW) {
-            NarrowConsumer<FMT> cons(p, c, warp >> 2, warp & 3u, lane);
+        if constexpr (kFp8Direct<FMT, NARROW>) {
+            NarrowFp8Consumer<FMT> cons(p, c, warp >> 2, warp & 3u, lane);
+            cons.run();
+        } else if constexpr (NARROW) {
+            NarrowConsumer cons(p, c, warp >> 2, warp & 3u, lane);
             cons.run();
         } else {
             WideConsumer<FMT> cons(p, c, warp >> 2, warp & 3u, lane);
             cons.run();
         }
     } else if (warp < 12) {
-        if constexpr (R::kCvt > 128)
-            setmaxnreg_inc<R::kCvt>();
-        else
-            setmaxnreg_dec<R::kCvt>();
+        setmaxnreg_dec<R::kCvt>();
         setup<FMT, NARROW>(p, c);
         convert_role<FMT, NARROW>(p, c, threadIdx.x - 256u);
     } else {
@@ -152,8 +154,5 @@ MLA_HOPPER_KERNEL(mla_hopper_decode_bf16, MLA_FMT_BF16, false)
 MLA_HOPPER_KERNEL(mla_hopper_decode_e4m3, MLA_FMT_FP8_E4M3, false)
 MLA_HOPPER_KERNEL(mla_hopper_decode_dsmla, MLA_FMT_FP8_DS_MLA, false)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_bf16, MLA_FMT_BF16, true)
-/* Narrow FP8: only with MLA_NARROW_FP8 (kernels/mla_params.h). */
-#if MLA_NARROW_FP8
 MLA_HOPPER_KERNEL(mla_hopper_narrow_e4m3, MLA_FMT_FP8_E4M3, true)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_dsmla, MLA_FMT_FP8_DS_MLA, true)
-#endif

@@ -1,8 +1,9 @@
 /*
  * hopper_consume.cuh - what the consumer warpgroups of both sm_90a
  * layouts share: zeroing a BF16 tile's rows past the length, turning one
- * thread's barrier test into an answer the whole warpgroup agrees on, and
- * the order of the steps of the tile loop.
+ * thread's barrier test into an answer the whole warpgroup agrees on, the
+ * order of the steps of the tile loop, and the narrow kernels' column
+ * reductions and P tile.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -40,6 +41,67 @@ MLA_DEV bool wg_test(const Cta &c, uint32_t wg, uint32_t tid, uint32_t bar, uint
         sts32(flag, mbar_test(bar, parity) ? 1u : 0u);
     bar_sync(kNbWg0 + wg, 128);
     return lds32(flag) != 0u;
+}
+
+/* Row stride of the narrow kernels' fp32 output staging (a stage, once all
+ * tiles are done): 512 floats + 16 bytes, so the 4 query columns of a
+ * warp's store fall in different banks. */
+constexpr uint32_t kStageRow = 2064;
+
+/* Query column (packed row) of accumulator slot r of an m64n16 S^T or O^T
+ * fragment (slot r = 2 nt + (e & 1) of d[nt][e], t = lane % 4). */
+MLA_DEV int narrow_column(int r, uint32_t t)
+{
+    return 8 * (r >> 1) + 2 * (int)t + (r & 1);
+}
+
+/* acc *= the factor of each element's query column (narrow fragments);
+ * with 0, sets it to zero (acc is all finite: P and V are). */
+template <int MB>
+MLA_DEV void scale_columns(float (&acc)[MB][2][4], const float (&f)[4])
+{
+#pragma unroll
+    for (int mb = 0; mb < MB; mb++)
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float x = f[2 * nt + (e & 1)];
+                acc[mb][nt][e] = x == 0.0f ? 0.0f : acc[mb][nt][e] * x;
+            }
+}
+
+/* v[r] (slot r of the narrow fragment) over the 4 warps of consumer
+ * warpgroup wg, max or sum, from each warp's value (the same in its 8
+ * lanes of equal t) through the column exchange.  The caller puts a
+ * warpgroup barrier between two calls. */
+MLA_DEV void column_reduce(const Cta &c, uint32_t wg, uint32_t w, uint32_t g, uint32_t t,
+                           float (&v)[4], bool is_max)
+{
+    const uint32_t base = c.cmax + 256u * wg;
+    if (g == 0) {
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            sts32(base + 4u * (16u * w + (uint32_t)narrow_column(r, t)), __float_as_uint(v[r]));
+    }
+    bar_sync(kNbWg0 + wg, 128);
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        float a = lds_f32(base + 4u * (uint32_t)narrow_column(r, t));
+#pragma unroll
+        for (uint32_t k = 1; k < 4; k++) {
+            const float b = lds_f32(base + 4u * (16u * k + (uint32_t)narrow_column(r, t)));
+            a = is_max ? fmaxf(a, b) : a + b;
+        }
+        v[r] = a;
+    }
+}
+
+/* Where P of (query column q, key position k) goes in a narrow P tile
+ * (16 rows of 64 keys, bf16, 128B-swizzled: the K-major B of O^T = V^T P^T). */
+MLA_DEV uint32_t p_tile_addr(uint32_t pbuf, uint32_t q, uint32_t k)
+{
+    return pbuf + (q >> 3) * 1024u + (q & 7u) * 128u + ((((k >> 3) ^ (q & 7u)) << 4) | ((k & 7u) * 2u));
 }
 
 /*

@@ -2,10 +2,9 @@
  * hopper_convert.cuh - the converter warpgroup of the sm_90a kernels
  * (warps 8-11): it writes the Q tile, then turns each landed FP8 tile into
  * the 128B-swizzled BF16 tile wgmma reads, with rows at or past the length
- * written as zeros.  Wide layout: in place, the FP8 bytes in the upper half
- * of the stage they become BF16 in.  Narrow layout: from the landing buffer
- * into a free stage, the landing released as soon as it is read, so the
- * next tile's load overlaps this one's conversion and the consumers.
+ * written as zeros, in place: the FP8 bytes sit in the upper half of the
+ * stage they become BF16 in (wide layout only; the narrow FP8 consumers
+ * convert in registers, hopper_narrow_fp8.cuh).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -131,69 +130,29 @@ MLA_DEV void convert_in_place(const Cta &c, uint32_t stage, uint32_t nvalid, uin
     release_to_mma(converted_bar(c.bars, stage, 2));
 }
 
-/*
- * Narrow layout: read the whole landed tile (18 x 16 bytes a thread, the
- * scales, DS_MLA's RoPE), free the landing for the next load, then wait
- * for a free stage and write the BF16 tile (the RoPE copied as it is:
- * both places are 1024-byte aligned, so the TMA swizzle carries over).
- */
-template <int FMT>
-MLA_DEV void convert_landed(const Cta &c, const PipeState &lst, const PipeState &st,
-                            uint32_t nvalid, uint32_t tid, int gshift, int spr)
-{
-    constexpr int NCH = FMT == MLA_FMT_FP8_E4M3 ? 9 : 8;
-    const Pipe land = c.land_pipe(), pipe = c.pipe();
-    const uint32_t stg = c.stage(st.stage);
-    const Converter<FMT> cv(stg, c.land, c.sscl, nvalid, tid, gshift, spr);
-    land.consumer_wait(lst);
-    CvtUnit u[NCH];
-#pragma unroll
-    for (int ch = 0; ch < NCH; ch++)
-        u[ch] = cv.load(ch);
-    uint4 rope[4];
-    if (FMT == MLA_FMT_FP8_DS_MLA) {
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            rope[k] = lds128(c.land + 8u * 4096u + 16u * (tid + 128u * k));
-    }
-    land.consumer_release(lst);
-    pipe.producer_acquire(st);
-#pragma unroll
-    for (int ch = 0; ch < NCH; ch++)
-        cv.store(ch, u[ch]);
-    if (FMT == MLA_FMT_FP8_DS_MLA) {
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            sts128(stg + 8u * kChunk + 16u * (tid + 128u * k), rope[k].x, rope[k].y, rope[k].z,
-                   rope[k].w);
-    }
-    release_to_mma(c.bars + kBarConverted + 8u * st.stage);
-}
-
 template <int FMT, bool NARROW>
 MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid)
 {
-    load_q(p, c, tid, NARROW ? MLA_NARROW_ROWS : MLA_BLOCK_M);
+    if (kFp8Direct<FMT, NARROW>)
+        load_q_permuted(p, c, tid);
+    else
+        load_q(p, c, tid, NARROW ? MLA_NARROW_ROWS : MLA_BLOCK_M);
     fence_proxy_async(); /* wgmma reads the tile through the async proxy */
     mbar_arrive(c.bars + kBarQ);
-    if (FMT == MLA_FMT_BF16)
+    /* BF16 needs no conversion; narrow FP8 tiles are converted by the
+     * consumers, in registers. */
+    if (FMT == MLA_FMT_BF16 || NARROW)
         return;
     int gshift = 0;
     if (FMT == MLA_FMT_FP8_E4M3 && p.scales_per_row > 0)
         gshift = 31 - __clz(p.scale_block);
     const Pipe pipe = c.pipe();
-    PipeState st, lst;
+    PipeState st;
     st.init();
-    lst.init();
     for (int t = c.t0; t < c.t1; t++) {
         const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
-        if (NARROW) {
-            convert_landed<FMT>(c, lst, st, nvalid, tid, gshift, p.scales_per_row);
-            lst.advance(1);
-        } else {
-            pipe.consumer_wait(st);
-            convert_in_place<FMT>(c, st.stage, nvalid, tid, gshift, p.scales_per_row);
-        }
+        pipe.consumer_wait(st);
+        convert_in_place<FMT>(c, st.stage, nvalid, tid, gshift, p.scales_per_row);
         st.advance(kStages);
     }
 }

@@ -1,9 +1,10 @@
 /*
  * hopper_layout.cuh - what the roles of the sm_90a kernels (hopper.cu)
  * agree on: register budgets, the stage ring, the barrier block, named
- * barrier ids, and where each buffer of the two shared-memory layouts
+ * barrier ids, and where each buffer of the three shared-memory layouts
  * (wide: 64-row Q tile, FP8 converted in place; narrow: 16-row Q tile,
- * FP8 landing buffer) lives.  Offsets are kernels/mla_params.h's.
+ * BF16 stages, or FP8 stages read by the consumers themselves) lives.
+ * Offsets are kernels/mla_params.h's.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -22,14 +23,14 @@ constexpr uint32_t kBN = MLA_HOPPER_BLOCK_N, kStages = MLA_HOPPER_STAGES;
 constexpr uint32_t kChunk = 8192, kTile = MLA_HOPPER_TILE_BYTES;
 
 /* Barrier block (8-byte mbarriers, then flag words):
- *   loaded[2]     0  TMA of a stage (narrow FP8: loaded[0] is the landing)
- *   free[2]      16  consumers are done with a stage
- *   q            32  the converter wrote Q
- *   converted    40  wide: [2][3] chunk groups; narrow: [2]
- *   land_free    56  narrow FP8: the converter has read the landing
- *   flags        96  one word per consumer warpgroup */
-constexpr uint32_t kBarLoaded = 0, kBarFree = 16, kBarQ = 32, kBarConverted = 40,
-                   kBarLandFree = 56, kFlags = 96;
+ *   loaded[5]     0  TMA of a stage
+ *   free[5]      40  consumers are done with a stage
+ *   q            80  the converter warpgroup wrote Q
+ *   converted    88  wide FP8: [2][3] chunk groups; narrow BF16: unused
+ *   flags       136  one word per consumer warpgroup
+ *   merge[3]    144  narrow FP8: the warpgroups' merge steps */
+constexpr uint32_t kBarLoaded = 0, kBarFree = 40, kBarQ = 80, kBarConverted = 88,
+                   kFlags = 136, kBarMerge = 144;
 /* Chunk groups the wide converter releases one by one (QK starts on the
  * first while the rest is converted): E4M3 chunks {0-2, 3-5, 6-8}, DS_MLA
  * nope chunks {0-2, 3-5, 6-7}. */
@@ -40,22 +41,29 @@ constexpr int kGroups = 3;
  * the converter (128); 6 and 7 consumer WG 0 / 1 alone. */
 constexpr uint32_t kNbMax = 1, kNbP = 2, kNbTail = 3, kNbCvt = 4, kNbSum = 5, kNbWg0 = 6;
 
+/* The narrow FP8 layout: consumers convert in registers (hopper_narrow_fp8.cuh). */
+template <int FMT, bool NARROW>
+constexpr bool kFp8Direct = NARROW && FMT != MLA_FMT_BF16;
+
+/* Stages of each layout. */
+template <int FMT, bool NARROW>
+constexpr uint32_t kNumStages = kFp8Direct<FMT, NARROW> ? MLA_NARROW8_STAGES(FMT) : kStages;
+
 struct Cta : CtaWork {
     uint32_t sq;      /* Q tile */
     uint32_t qchunk;  /* bytes per 64-column chunk of the Q tile */
     uint32_t skv;     /* stage 0 */
-    uint32_t sscl;    /* wide: scale area of stage 0; narrow: of the landing */
-    uint32_t land;    /* narrow: FP8 landing buffer */
+    uint32_t sstride; /* bytes from one stage to the next */
+    uint32_t sscl;    /* block scales of stage 0 */
+    uint32_t scl_stride;
     uint32_t pbuf;    /* narrow: P tile of consumer WG 0 (WG 1's follows) */
-    uint32_t xchg;    /* consumers' exchange area */
+    uint32_t xchg;    /* consumers' exchange area (narrow FP8: the merge) */
     uint32_t cmax;    /* narrow: column exchange */
     uint32_t bars;
-    MLA_DEV uint32_t stage(uint32_t s) const { return skv + s * kTile; }
-    MLA_DEV uint32_t scales(uint32_t s) const { return sscl + s * MLA_HOPPER_SCALE_BYTES; }
+    MLA_DEV uint32_t stage(uint32_t s) const { return skv + s * sstride; }
+    MLA_DEV uint32_t scales(uint32_t s) const { return sscl + s * scl_stride; }
     /* loaded (full) and free (empty) barriers of the stage ring */
     MLA_DEV Pipe pipe() const { return Pipe{bars + kBarLoaded, bars + kBarFree}; }
-    /* narrow FP8: the one-slot landing ring (loader -> converter) */
-    MLA_DEV Pipe land_pipe() const { return Pipe{bars + kBarLoaded, bars + kBarLandFree}; }
 };
 
 /* The work of this CTA and its buffers; false if it has nothing to do
@@ -71,11 +79,21 @@ MLA_DEV bool setup(const mla_decode_params &p, Cta &c)
         return false;
     const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;
     c.sq = base;
-    if (NARROW) {
+    c.sstride = kTile;
+    c.scl_stride = MLA_HOPPER_SCALE_BYTES;
+    if (kFp8Direct<FMT, NARROW>) {
+        c.qchunk = MLA_NARROW_Q_CHUNK;
+        c.skv = base + MLA_NARROW8_OFF_STAGES;
+        c.sstride = c.scl_stride = MLA_NARROW8_STAGE_BYTES(FMT);
+        c.sscl = c.skv + (FMT == MLA_FMT_FP8_DS_MLA ? 40960u : 36864u);
+        c.pbuf = base + MLA_NARROW8_OFF_P;
+        c.xchg = base + MLA_NARROW8_OFF_MERGE;
+        c.cmax = base + MLA_NARROW8_OFF_CMAX;
+        c.bars = base + MLA_NARROW8_OFF_BARS;
+    } else if (NARROW) {
         c.qchunk = MLA_NARROW_Q_CHUNK;
         c.skv = base + MLA_NARROW_OFF_STAGES;
-        c.land = base + MLA_NARROW_OFF_LAND;
-        c.sscl = c.land + (FMT == MLA_FMT_FP8_DS_MLA ? 40960u : 36864u);
+        c.sscl = 0;
         c.pbuf = base + MLA_NARROW_OFF_P;
         c.xchg = base + MLA_NARROW_OFF_XCHG;
         c.cmax = base + MLA_NARROW_OFF_CMAX;
@@ -84,7 +102,7 @@ MLA_DEV bool setup(const mla_decode_params &p, Cta &c)
         c.qchunk = kChunk;
         c.skv = base + MLA_HOPPER_OFF_STAGES;
         c.sscl = base + MLA_HOPPER_OFF_SCALES;
-        c.land = c.pbuf = c.cmax = 0;
+        c.pbuf = c.cmax = 0;
         c.xchg = base + MLA_HOPPER_OFF_XCHG;
         c.bars = base + MLA_HOPPER_OFF_BARS;
     }

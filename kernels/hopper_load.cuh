@@ -16,10 +16,10 @@ namespace hopper {
 /*
  * Per tile: one box of 64 rows per 64 columns.  BF16 lands in a stage in
  * the wgmma layout (SWIZZLE_128B), in both layouts.  FP8 lands at `dst`:
- * the upper half of the stage (wide, converted in place) or the landing
- * buffer (narrow), chunk c at dst + 4096 c; E4M3 block scales by one bulk
- * copy to `scl`; DS_MLA scales (16 bytes a row) to `scl` and the bf16 RoPE
- * box to dst + 32768 (wide: that is the stage's chunk 8 itself).
+ * the upper half of the stage (wide, converted in place) or the start of
+ * the stage (narrow), chunk c at dst + 4096 c; E4M3 block scales by one
+ * bulk copy to `scl`; DS_MLA scales (16 bytes a row) to `scl` and the bf16
+ * RoPE box to dst + 32768 (wide: that is the stage's chunk 8 itself).
  */
 template <int FMT, bool NARROW>
 MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
@@ -39,11 +39,10 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     const uint32_t bytes = FMT == MLA_FMT_BF16       ? kTile
                            : FMT == MLA_FMT_FP8_E4M3 ? kTile / 2 + sbytes
                                                      : 8u * 4096u + kBN * 16u + kChunk;
-    /* FP8 of the narrow layout goes through the one-slot landing ring. */
-    constexpr bool kLand = NARROW && FMT != MLA_FMT_BF16;
+    /* Narrow FP8: the consumers read the FP8 stage itself. */
+    constexpr bool kDirect = kFp8Direct<FMT, NARROW>;
     const int pshift = p.page_shift, pmask = p.page_size - 1;
-    const Pipe pipe = kLand ? c.land_pipe() : c.pipe();
-    const uint32_t nslots = kLand ? 1u : kStages;
+    const Pipe pipe = c.pipe();
     PipeState st;
     st.init();
     int page = c.t0 < c.t1 ? bt[(c.t0 * (int)kBN) >> pshift] : 0;
@@ -52,10 +51,10 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
         const int next = t + 1 < c.t1 ? bt[((t + 1) * (int)kBN) >> pshift] : 0;
         pipe.producer_acquire(st);
         const uint32_t bar = pipe.full_bar(st);
-        const uint32_t dst = kLand ? c.land : c.stage(st.stage) + (FMT == MLA_FMT_FP8_E4M3
-                                                                       ? kTile / 2
-                                                                       : 4u * kChunk);
-        const uint32_t scl = kLand ? c.sscl : c.scales(st.stage);
+        const uint32_t dst = c.stage(st.stage) + (kDirect                  ? 0u
+                                                  : FMT == MLA_FMT_FP8_E4M3 ? kTile / 2
+                                                                            : 4u * kChunk);
+        const uint32_t scl = c.scales(st.stage);
         mbar_arrive_expect_tx(bar, bytes);
         if (FMT == MLA_FMT_BF16) {
 #pragma unroll
@@ -75,7 +74,7 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
             tma_load_3d(dst + 8u * 4096u, map2, 528, c.kh, row0, bar, pol);
         }
         page = next;
-        st.advance(nslots);
+        st.advance(kNumStages<FMT, NARROW>);
     }
 }
 
@@ -112,6 +111,36 @@ MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid, int 
                                  (r & 7u) * 128u + (((gi & 7u) ^ (r & 7u)) << 4);
             sts128(dst, v[k].x, v[k].y, v[k].z, v[k].w);
         }
+    }
+}
+
+/*
+ * The narrow FP8 Q tile (16 rows, swizzled like load_q's), its dims
+ * permuted to match the K fragments the consumers build in registers
+ * (hopper_narrow_fp8.cuh): in each 64-dim chunk, k-step s (16 dims) of
+ * thread quad t holds at its fragment positions 2t, 2t + 1 the dims 16 t +
+ * 4 s, + 1, and at 2t + 8, 2t + 9 the dims 16 t + 4 s + 2, + 3.  Stored
+ * granule (8 columns j = 8 h .. 8 h + 7 of step s) of a row is therefore
+ * the bf16 pairs at dims 16 t + 4 s + 2 h, t = 0..3: four 4-byte loads.
+ * 16 x 72 granules, 9 per thread; rows past rows_here are zeros.
+ */
+MLA_DEV void load_q_permuted(const mla_decode_params &p, const Cta &c, uint32_t tid)
+{
+#pragma unroll 3
+    for (uint32_t k = 0; k < 9; k++) {
+        const uint32_t i = tid + 128u * k;
+        const uint32_t r = i / 72u, gi = i % 72u, ch = gi >> 3, s = (gi & 7u) >> 1, h = gi & 1u;
+        uint32_t v[4] = {0u, 0u, 0u, 0u};
+        if ((int)r < c.rows_here) {
+            const uint32_t *q = (const uint32_t *)((const uint8_t *)p.q +
+                                                   q_row_index(p, c, (int)r) * (MLA_D_QK * 2));
+#pragma unroll
+            for (uint32_t t = 0; t < 4; t++)
+                v[t] = __ldg(q + 32u * ch + 8u * t + 2u * s + h);
+        }
+        const uint32_t dst = c.sq + ch * c.qchunk + (r >> 3) * 1024u + (r & 7u) * 128u +
+                             (((gi & 7u) ^ (r & 7u)) << 4);
+        sts128(dst, v[0], v[1], v[2], v[3]);
     }
 }
 

@@ -1,7 +1,8 @@
 /*
  * hopper_narrow.cuh - the consumer warpgroups (warps 0-7) of the narrow
- * sm_90a kernels, for at most 16 packed query rows (h_q / h_kv * q_len <=
- * 16: DeepSeek under TP8, 16 heads and one query token, among others).
+ * sm_90a kernel for a BF16 cache, at most 16 packed query rows (h_q / h_kv
+ * * q_len <= 16: DeepSeek under TP8, 16 heads and one query token, among
+ * others).  FP8 caches: hopper_narrow_fp8.cuh.
  *
  * With 16 rows a 64-row wgmma would compute 48 rows of nothing and read
  * the Q tile once per 32 keys; here the keys and the value dims are the M
@@ -43,22 +44,12 @@
 namespace mla {
 namespace hopper {
 
-/* Row stride of the fp32 output staging (a stage, once all tiles are
- * done): 512 floats + 16 bytes, so the 4 query columns of a warp's store
- * fall in different banks. */
-constexpr uint32_t kStageRow = 2064;
-
 /*
  * This WG's half of S^T = K Q^T: k-steps 18 wg .. 18 wg + 17 of the 36
  * (16 dims each; chunk k / 4, step k % 4), one instruction stream for both
- * WGs (the wgmma sequence must not branch).  DS_MLA: the last 4 steps go
- * to sr, which for WG 1 is the RoPE chunk (unscaled, while the nope part
- * carries kv_scale) and for WG 0 nope like the rest; softmax() folds sr in
- * with the factor of each.
+ * WGs (the wgmma sequence must not branch).
  */
-template <int FMT>
-MLA_DEV void qk_narrow(float (&s)[2][4], float (&sr)[2][4], uint32_t sq, uint32_t stg,
-                       uint32_t wg)
+MLA_DEV void qk_narrow(float (&s)[2][4], uint32_t sq, uint32_t stg, uint32_t wg)
 {
     wg_fence();
 #pragma unroll
@@ -66,23 +57,19 @@ MLA_DEV void qk_narrow(float (&s)[2][4], float (&sr)[2][4], uint32_t sq, uint32_
         const uint32_t k = 18u * wg + (uint32_t)i, ch = k >> 2, ks = k & 3u;
         const uint64_t da = wg_desc(stg + ch * kChunk + 32u * ks, 16u, 1024u);
         const uint64_t db = wg_desc(sq + ch * MLA_NARROW_Q_CHUNK + 32u * ks, 16u, 1024u);
-        if (FMT == MLA_FMT_FP8_DS_MLA && i >= 14)
-            wgmma_m64n16_ss<0>(sr, da, db, i != 14 ? 1u : 0u);
-        else
-            wgmma_m64n16_ss<0>(s, da, db, i != 0 ? 1u : 0u);
+        wgmma_m64n16_ss<0>(s, da, db, i != 0 ? 1u : 0u);
     }
 }
 
-template <int FMT>
+/* BF16 cache (FP8: hopper_narrow_fp8.cuh). */
 struct NarrowConsumer {
     const mla_decode_params &p;
     const Cta &c;
     uint32_t wg, w, g, t, tid;
     int lim[4];      /* key limit of each column slot */
     uint32_t pbuf;   /* this WG's P tile */
-    float rope_factor;
     float o[4][2][4]; /* O^T, value dims 256 wg + 64 mb + ... (m-block mb) */
-    float s[2][4], sr[2][4];
+    float s[2][4];
     float alpha[4];
     ColumnSoftmax sm;
 
@@ -95,45 +82,23 @@ struct NarrowConsumer {
         for (int r = 0; r < 4; r++)
             lim[r] = row_limit(p, c, column(r));
         pbuf = c.pbuf + 2048u * wg;
-        rope_factor = FMT == MLA_FMT_FP8_DS_MLA ? __frcp_rn(p.out_scale) : 1.0f;
-        scale_o(0.0f, 0.0f, 0.0f, 0.0f);
+        const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        scale_columns(o, zero); /* O^T = 0 */
         sm.init();
     }
 
-    /* O^T *= the factor of each element's query column; with 0, sets it
-     * to zero (O^T is all finite: P and V are). */
-    MLA_DEV void scale_o(float f0, float f1, float f2, float f3)
-    {
-        const float f[4] = {f0, f1, f2, f3};
-#pragma unroll
-        for (int mb = 0; mb < 4; mb++)
-#pragma unroll
-            for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    o[mb][nt][e] = f[2 * nt + (e & 1)] == 0.0f ? 0.0f : o[mb][nt][e] * f[2 * nt + (e & 1)];
-    }
-
     /* Query column (packed row) of slot r. */
-    MLA_DEV int column(int r) const { return 8 * (r >> 1) + 2 * (int)t + (r & 1); }
-
-    /* The barrier whose completion means tile st is in BF16 in its stage. */
-    MLA_DEV uint32_t ready_bar(const PipeState &st) const
-    {
-        return FMT == MLA_FMT_BF16 ? c.pipe().full_bar(st) : c.bars + kBarConverted + 8u * st.stage;
-    }
+    MLA_DEV int column(int r) const { return narrow_column(r, t); }
 
     /* Queue this WG's half of S^T for tile tt; one commit group. */
     MLA_DEV void scores(int tt, const PipeState &st)
     {
         const uint32_t stg = c.stage(st.stage);
-        mbar_wait(ready_bar(st), st.phase);
-        if (FMT == MLA_FMT_BF16) {
-            const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - tt * (int)kBN);
-            if (nvalid < kBN)
-                zero_tail(stg, nvalid, tid);
-        }
-        qk_narrow<FMT>(s, sr, c.sq, stg, wg);
+        mbar_wait(c.pipe().full_bar(st), st.phase);
+        const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - tt * (int)kBN);
+        if (nvalid < kBN)
+            zero_tail(stg, nvalid, tid);
+        qk_narrow(s, c.sq, stg, wg);
         wg_commit();
     }
 
@@ -147,15 +112,6 @@ struct NarrowConsumer {
     {
         const uint32_t par = (uint32_t)(tt - c.t0) & 1u;
         wg_hold(s);
-        if (FMT == MLA_FMT_FP8_DS_MLA) {
-            wg_hold(sr);
-            const float f = wg ? rope_factor : 1.0f;
-#pragma unroll
-            for (int j = 0; j < 2; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    s[j][e] = fmaf(sr[j][e], f, s[j][e]);
-        }
         /* Two planes of 16 bytes a thread (conflict-free 128-bit access). */
         const uint32_t x = c.xchg + 8192u * par + 16u * (tid & 127u);
         const uint32_t mine = x + 4096u * wg, other = x + 4096u * (wg ^ 1u);
@@ -181,27 +137,9 @@ struct NarrowConsumer {
         sm.tile_exp(s, mx, alpha);
     }
 
-    /* v[r] over the WG's 4 warps (max, or sum), from each warp's value
-     * (the same in its 8 lanes of equal t) through the column exchange. */
     MLA_DEV void column_reduce(float (&v)[4], bool is_max) const
     {
-        const uint32_t base = c.cmax + 256u * wg;
-        if (g == 0) {
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-                sts32(base + 4u * (16u * w + (uint32_t)column(r)), __float_as_uint(v[r]));
-        }
-        bar_sync(kNbWg0 + wg, 128);
-#pragma unroll
-        for (int r = 0; r < 4; r++) {
-            float a = lds_f32(base + 4u * (uint32_t)column(r));
-#pragma unroll
-            for (uint32_t k = 1; k < 4; k++) {
-                const float b = lds_f32(base + 4u * (16u * k + (uint32_t)column(r)));
-                a = is_max ? fmaxf(a, b) : a + b;
-            }
-            v[r] = a;
-        }
+        hopper::column_reduce(c, wg, w, g, t, v, is_max);
     }
 
     /* After the previous P V retired: rescale O^T, write P (bf16, row =
@@ -210,16 +148,14 @@ struct NarrowConsumer {
     MLA_DEV void publish_p(const PipeState &)
     {
         if (alpha[0] != 1.0f || alpha[1] != 1.0f || alpha[2] != 1.0f || alpha[3] != 1.0f)
-            scale_o(alpha[0], alpha[1], alpha[2], alpha[3]);
+            scale_columns(o, alpha);
 #pragma unroll
         for (int nt = 0; nt < 2; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const uint32_t q = (uint32_t)column(2 * nt + (e & 1));
                 const uint32_t key = 16u * w + g + 8u * (uint32_t)(e >> 1);
-                const uint32_t a = pbuf + (q >> 3) * 1024u + (q & 7u) * 128u +
-                                   ((((key >> 3) ^ (q & 7u)) << 4) | ((key & 7u) * 2u));
-                sts16(a, (uint16_t)(pack_bf16x2(s[nt][e], 0.0f) & 0xffffu));
+                sts16(p_tile_addr(pbuf, q, key), (uint16_t)(pack_bf16x2(s[nt][e], 0.0f) & 0xffffu));
             }
         fence_proxy_async();
         bar_sync(kNbWg0 + wg, 128);
@@ -257,7 +193,7 @@ struct NarrowConsumer {
 
     MLA_DEV bool ready(const PipeState &st) const
     {
-        return wg_test(c, wg, tid, ready_bar(st), st.phase);
+        return wg_test(c, wg, tid, c.pipe().full_bar(st), st.phase);
     }
 
     MLA_DEV void run()

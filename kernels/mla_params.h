@@ -246,38 +246,55 @@ struct mla_hopper_params {
 #define MLA_HOPPER_OFF_SCALES (MLA_HOPPER_OFF_STAGES + MLA_HOPPER_STAGES * MLA_HOPPER_TILE_BYTES)
 #define MLA_HOPPER_OFF_XCHG (MLA_HOPPER_OFF_SCALES + MLA_HOPPER_STAGES * MLA_HOPPER_SCALE_BYTES)
 #define MLA_HOPPER_OFF_BARS (MLA_HOPPER_OFF_XCHG + 512u)
-#define MLA_HOPPER_SMEM_BYTES (MLA_HOPPER_OFF_BARS + 128u + 1024u)
+#define MLA_HOPPER_SMEM_BYTES (MLA_HOPPER_OFF_BARS + 256u + 1024u)
 
 /*
  * The narrow sm_90a kernels, mla_hopper_narrow_<f>: the same contract,
  * grid and tensor maps as mla_hopper_decode_<f>, for at most
  * MLA_NARROW_ROWS packed rows (rows <= 16, so m_blocks == 1).  They compute
  * S^T = K Q^T and O^T = V^T P^T (keys and value dims as the wgmma M, the
- * query rows as N = 16), so the Q tile holds only 16 rows and the FP8
- * formats get a landing buffer of their own, apart from the two BF16
- * stages.  Shared memory from a 1024-byte aligned base: the Q tile (9
- * chunks of 16 rows x 128 bytes); two BF16 stages; the FP8 landing buffer
- * (E4M3: 9 chunks of 64 x 64 bytes, then the block scales; DS_MLA: 8 nope
- * chunks, the RoPE box (64 x 128 bytes, swizzled), then the scales); per
+ * query rows as N = 16), so the Q tile holds only 16 rows (9 chunks of 16
+ * rows x 128 bytes).  Dynamic smem mla_narrow_smem_bytes(f).
+ *
+ * BF16, from a 1024-byte aligned base: the Q tile; two BF16 stages; per
  * consumer warpgroup a P tile (16 rows x 64 keys bf16); the partial-score
  * exchange (2 tiles x 2 warpgroups x 128 threads x 8 fp32); the column
  * exchange (2 x 4 warps x 16 fp32); the mbarriers.
+ *
+ * FP8 (E4M3, DS_MLA): the consumers read the FP8 tile itself and convert
+ * it in registers (kernels/hopper_narrow_fp8.cuh), so the stages hold FP8
+ * as it lands and more tiles are in flight: the Q tile (its dims permuted
+ * to match the register fragments); the two P tiles; the column exchange;
+ * the warpgroups' merge area (2 x 16 x (max, sum)); the mbarriers; then
+ * MLA_NARROW8_STAGES(f) stages of MLA_NARROW8_STAGE_BYTES(f): 9 (DS_MLA: 8)
+ * chunks of 64 rows x 64 bytes, then E4M3 block scales (64 x spr fp32), or
+ * DS_MLA's RoPE box (64 x 128 bytes, swizzled) and scales (64 x 16 bytes).
  */
 #define MLA_NARROW_ROWS 16
-/* The narrow FP8 kernels (E4M3, DS_MLA) are built, and looked up by the
- * host, only when this is 1 (bench/NOTES.md: they gave output mismatches
- * on the H200 that are not explained yet); mla_hopper_narrow_bf16 always. */
-#ifndef MLA_NARROW_FP8
-#define MLA_NARROW_FP8 0
-#endif
 #define MLA_NARROW_Q_CHUNK 2048u
 #define MLA_NARROW_OFF_STAGES 18432u
-#define MLA_NARROW_OFF_LAND (MLA_NARROW_OFF_STAGES + 2u * MLA_HOPPER_TILE_BYTES)
-#define MLA_NARROW_LAND_BYTES 41984u
-#define MLA_NARROW_OFF_P (MLA_NARROW_OFF_LAND + MLA_NARROW_LAND_BYTES)
+#define MLA_NARROW_OFF_P (MLA_NARROW_OFF_STAGES + 2u * MLA_HOPPER_TILE_BYTES)
 #define MLA_NARROW_OFF_XCHG (MLA_NARROW_OFF_P + 4096u)
 #define MLA_NARROW_OFF_CMAX (MLA_NARROW_OFF_XCHG + 16384u)
 #define MLA_NARROW_OFF_BARS (MLA_NARROW_OFF_CMAX + 512u)
-#define MLA_NARROW_SMEM_BYTES (MLA_NARROW_OFF_BARS + 128u + 1024u)
+#define MLA_NARROW_SMEM_BF16 (MLA_NARROW_OFF_BARS + 256u + 1024u)
+
+#define MLA_NARROW8_OFF_P 18432u
+#define MLA_NARROW8_OFF_CMAX (MLA_NARROW8_OFF_P + 4096u)
+#define MLA_NARROW8_OFF_MERGE (MLA_NARROW8_OFF_CMAX + 512u)
+#define MLA_NARROW8_OFF_BARS (MLA_NARROW8_OFF_MERGE + 256u)
+#define MLA_NARROW8_OFF_STAGES (MLA_NARROW8_OFF_BARS + 256u)
+/* E4M3: 36864 FP8 bytes + up to 4608 of scales, 5 stages; DS_MLA: 32768 +
+ * 8192 (RoPE, 1024-byte aligned for its swizzle) + 1024 (scales), 4. */
+#define MLA_NARROW8_STAGES(f) ((f) == MLA_FMT_FP8_E4M3 ? 5u : 4u)
+#define MLA_NARROW8_STAGE_BYTES(f) ((f) == MLA_FMT_FP8_E4M3 ? 41472u : 41984u)
+
+MLA_HD uint32_t mla_narrow_smem_bytes(int32_t fmt)
+{
+    if (fmt == MLA_FMT_BF16)
+        return MLA_NARROW_SMEM_BF16;
+    return MLA_NARROW8_OFF_STAGES + MLA_NARROW8_STAGES(fmt) * MLA_NARROW8_STAGE_BYTES(fmt) +
+           1024u;
+}
 
 #endif /* MLA_PARAMS_H */

@@ -259,12 +259,9 @@ static mla_status_t load_kernels(mla_context_t *ctx)
     /* The wgmma kernels exist for sm_90a only (other images are empty). */
     if (g->cc_major == 9 && g->cc_minor == 0) {
         static const char *const family[2] = {"decode", "narrow"};
-        static const unsigned smem[2] = {MLA_HOPPER_SMEM_BYTES, MLA_NARROW_SMEM_BYTES};
         for (int n = 0; n < 2; n++)
             for (int f = 0; f < MLA_GPU_NUM_FORMATS; f++) {
                 struct mla_gpu_kernel *k = n ? &g->hopper_narrow[f] : &g->hopper[f];
-                if (n && f != MLA_FMT_BF16 && !MLA_NARROW_FP8)
-                    continue; /* not built: no lookup, no failed driver call */
                 char kname[64];
                 snprintf(kname, sizeof(kname), "mla_hopper_%s_%s", family[n], fmt_names[f]);
                 if ((st = get_kernel(ctx, kname, 1, k)) ||
@@ -274,7 +271,8 @@ static mla_status_t load_kernels(mla_context_t *ctx)
                     continue;
                 if ((st = raise_smem(ctx, k, kname)) != MLA_STATUS_SUCCESS)
                     return st;
-                if (k->max_dyn_smem < (int)smem[n])
+                const uint32_t need = n ? mla_narrow_smem_bytes(f) : MLA_HOPPER_SMEM_BYTES;
+                if (k->max_dyn_smem < (int)need)
                     k->fn = NULL; /* cannot be resident: another kernel serves */
             }
     }

@@ -146,8 +146,8 @@ int mla__gpu_kernel_choice(void)
 /*
  * The sm_90a kernel for this shape, if any: the narrow one when the packed
  * rows per KV head (q_len x heads per KV head) fit its 16 columns and the
- * image has it for this format (BF16 only, see kernels/hopper.cu), else
- * the wide one.  Sets *choice to the MLA_KERNEL reading.
+ * image has it for this format, else the wide one.  Sets *choice to the
+ * MLA_KERNEL reading.
  */
 static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s, int32_t spr,
                                   int *choice, const struct mla_gpu_kernel **out,
@@ -176,7 +176,7 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
     const struct mla_gpu_kernel *narrow = &g->hopper_narrow[s->kv_format];
     if (rows <= MLA_NARROW_ROWS && narrow->fn && *choice != MLA_GPU_KERNEL_HOPPER_WIDE) {
         *out = narrow;
-        *smem = MLA_NARROW_SMEM_BYTES;
+        *smem = mla_narrow_smem_bytes(s->kv_format);
     } else {
         *out = &g->hopper[s->kv_format];
         *smem = MLA_HOPPER_SMEM_BYTES;

@@ -395,6 +395,17 @@ static void build_cases(void)
             c->kernel = "hopper";
             c->sample = 5;
         }
+        /* The narrow FP8 kernels over many tiles per CTA, in every FP8
+         * format (one warpgroup per tile, five or four stages in flight). */
+        for (int m = 0; m < NMODES; m++) {
+            if (m == M_BF16)
+                continue;
+            for (int i = 0; i < 64; i++)
+                lens[i] = 2048 + rnd_int(6000);
+            c = add_case(16, 1, 1, m, 64 << (m % 2), 0, 64, lens);
+            c->kernel = "hopper";
+            c->sample = 3;
+        }
         c = add_case(16, 1, 1, M_G32, 64, 0, 7, lens_mix7);
         c->kernel = "hopper";
         c->no_lse = 1;

@@ -1,0 +1,498 @@
+/*
+ * hopper_narrow_fp8.cuh - the consumer warpgroups (warps 0-7) of the
+ * narrow sm_90a kernels for FP8 caches (E4M3, DS_MLA), at most 16 packed
+ * query rows.  There is no BF16 copy of a tile: each consumer warpgroup
+ * reads the FP8 stage as it landed, builds its wgmma A fragments in
+ * registers (convert.cuh's pair conversions) and runs both MMAs with A
+ * from registers, B from shared memory:
+ *   S^T[64 keys x 16] = K Q^T       36 k-steps of m64n16k16 (DS_MLA: 32
+ *                                   FP8 nope steps, 4 bf16 RoPE steps);
+ *   O^T[512 dims x 16] += V^T P^T   8 m-tiles x 4 k-steps.
+ * So the stages hold FP8 bytes only (five E4M3 tiles or four DS_MLA tiles
+ * in flight instead of one) and no warpgroup converts for the others.
+ * The two warpgroups take alternate tiles (WG w: tiles t0 + w, t0 + w + 2,
+ * ...), each with its own online softmax, P tile and O^T; they meet only
+ * at the end, where the two partial results are merged like two splits.
+ *
+ * A dot product's terms may be summed in any order, so the fragments take
+ * the bytes in the order that makes the loads wide:
+ *   QK: A = K, M rows = keys 16 w + g and + 8 as stored; fragment columns
+ *       2t, 2t + 1 of k-step s in a 64-dim chunk are the chunk's dims 16 t
+ *       + 4 s, + 1, columns 2t + 8, 2t + 9 dims 16 t + 4 s + 2, + 3: one
+ *       16-byte load per row and chunk gives a thread 4 k-steps.  The Q
+ *       tile holds Q with the same permutation (load_q_permuted).
+ *   PV: A = V^T, M rows = value dims: thread (w, g) owns the 16 dims 16 (8
+ *       w + g) .. + 15, m-tile m row g being dim 16 (8 w + g) + 2 m and
+ *       row g + 8 the next one, so one load per key serves all 8 m-tiles;
+ *       fragment columns 2t, 2t + 1 of k-step ks are keys 16 ks + 4 t, + 1,
+ *       columns 2t + 8, 2t + 9 keys 16 ks + 4 t + 2, + 3.  The P tile is
+ *       written in that key order, and O^T staged back in dim order.
+ * Keys past the length: their scores are masked (P = 0); the unscaled
+ * conversion gives finite values for any byte, and the scaled one has its
+ * bytes and scales zeroed, so garbage never reaches O.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef MLA_HOPPER_NARROW_FP8_CUH
+#define MLA_HOPPER_NARROW_FP8_CUH
+
+#include "hopper_layout.cuh"
+#include "hopper_consume.cuh"
+#include "wgmma.cuh"
+#include "softmax.cuh"
+#include "epilogue.cuh"
+#include "convert.cuh"
+
+#ifndef MLA_MERGE_NAMED
+#define MLA_MERGE_NAMED 0
+#endif
+
+namespace mla {
+namespace hopper {
+
+/* Two bytes (LO, HI of {a, b}) as a bf16x2 fragment register, times
+ * per-byte scales when SC. */
+template <bool SC, int LO, int HI>
+MLA_DEV uint32_t frag_pair(uint32_t a, uint32_t b, float s_lo, float s_hi)
+{
+    if (SC)
+        return e4m3_pair_bf16x2_scaled<LO, HI>(a, b, s_lo, s_hi);
+    return e4m3_pair_bf16x2<LO, HI>(a, b);
+}
+
+template <int FMT>
+struct NarrowFp8Consumer {
+    static constexpr uint32_t kNs = MLA_NARROW8_STAGES(FMT);
+    const mla_decode_params &p;
+    const Cta &c;
+    uint32_t wg, w, g, t, tid; /* tid: 0..255 over both consumer WGs */
+    int lim[4];                /* key limit of each column slot */
+    uint32_t pbuf;             /* this WG's P tile */
+    int gshift, spr;           /* E4M3 block scales (0: none) */
+    float rope_factor;
+    float o[8][2][4]; /* O^T, m-tile m = dims 16 (8 w + g) + 2 m (+1) */
+    float s[2][4], sr[2][4];
+    float alpha[4];
+    ColumnSoftmax sm;
+
+    MLA_DEV NarrowFp8Consumer(const mla_decode_params &p_, const Cta &c_, uint32_t wg_,
+                              uint32_t wl, uint32_t lane)
+        : p(p_), c(c_), wg(wg_), w(wl), g(lane >> 2), t(lane & 3u),
+          tid(128u * wg_ + 32u * wl + lane)
+    {
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            lim[r] = row_limit(p, c, narrow_column(r, t));
+        pbuf = c.pbuf + 2048u * wg;
+        spr = FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0;
+        gshift = spr > 0 ? 31 - __clz(p.scale_block) : 0;
+        rope_factor = FMT == MLA_FMT_FP8_DS_MLA ? __frcp_rn(p.out_scale) : 1.0f;
+        const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        scale_columns(o, zero);
+        sm.init();
+    }
+
+    /* Scale of key row r over this thread's 16 dims of chunk ch (QK). */
+    MLA_DEV float k_scale(uint32_t scl, uint32_t r, uint32_t ch) const
+    {
+        if (FMT == MLA_FMT_FP8_DS_MLA)
+            return lds_f32(scl + 16u * r + 4u * (ch >> 1));
+        return lds_f32(scl + 4u * (r * (uint32_t)spr + ((64u * ch + 16u * t) >> gshift)));
+    }
+
+    /* Scale of key row r over this thread's 16 value dims (PV). */
+    MLA_DEV float v_scale(uint32_t scl, uint32_t r) const
+    {
+        const uint32_t d = 16u * (8u * w + g);
+        if (FMT == MLA_FMT_FP8_DS_MLA)
+            return lds_f32(scl + 16u * r + 4u * (d >> 7));
+        return lds_f32(scl + 4u * (r * (uint32_t)spr + (d >> gshift)));
+    }
+
+    /* The raw bytes of chunk ch for rows 16 w + g and + 8 (x, y); DS_MLA
+     * chunk 8 is the bf16 RoPE, two swizzled granules per row. */
+    struct KRaw {
+        uint4 x, y, x2, y2;
+        float sx, sy;
+    };
+
+    template <bool SC>
+    MLA_DEV KRaw k_load(uint32_t stg, uint32_t scl, uint32_t ch) const
+    {
+        const uint32_t r0 = 16u * w + g, r1 = r0 + 8u;
+        KRaw k;
+        if (FMT == MLA_FMT_FP8_DS_MLA && ch == 8) {
+            const uint32_t rope = stg + 32768u;
+            k.x = lds128(rope + 128u * r0 + (((2u * t) ^ (r0 & 7u)) << 4));
+            k.x2 = lds128(rope + 128u * r0 + (((2u * t + 1u) ^ (r0 & 7u)) << 4));
+            k.y = lds128(rope + 128u * r1 + (((2u * t) ^ (r1 & 7u)) << 4));
+            k.y2 = lds128(rope + 128u * r1 + (((2u * t + 1u) ^ (r1 & 7u)) << 4));
+            k.sx = k.sy = 1.0f;
+            return k;
+        }
+        const uint32_t a = stg + 4096u * ch + 16u * t;
+        k.x = lds128(a + 64u * r0);
+        k.y = lds128(a + 64u * r1);
+        k.x2 = k.y2 = make_uint4(0u, 0u, 0u, 0u);
+        k.sx = k.sy = 1.0f;
+        if (SC) {
+            k.sx = k_scale(scl, r0, ch);
+            k.sy = k_scale(scl, r1, ch);
+        }
+        return k;
+    }
+
+    /* Fragments of the chunk's 4 k-steps: a[s] = {row g cols 2t.., row
+     * g + 8, row g cols 2t + 8.., row g + 8}. */
+    template <bool SC>
+    MLA_DEV void k_frags(const KRaw &k, uint32_t ch, uint32_t (&a)[4][4]) const
+    {
+        const uint32_t xw[4] = {k.x.x, k.x.y, k.x.z, k.x.w}, yw[4] = {k.y.x, k.y.y, k.y.z, k.y.w};
+        if (FMT == MLA_FMT_FP8_DS_MLA && ch == 8) {
+            const uint32_t x8[8] = {k.x.x, k.x.y, k.x.z, k.x.w, k.x2.x, k.x2.y, k.x2.z, k.x2.w};
+            const uint32_t y8[8] = {k.y.x, k.y.y, k.y.z, k.y.w, k.y2.x, k.y2.y, k.y2.z, k.y2.w};
+#pragma unroll
+            for (int st = 0; st < 4; st++) {
+                a[st][0] = x8[2 * st];
+                a[st][1] = y8[2 * st];
+                a[st][2] = x8[2 * st + 1];
+                a[st][3] = y8[2 * st + 1];
+            }
+            return;
+        }
+#pragma unroll
+        for (int st = 0; st < 4; st++) {
+            a[st][0] = frag_pair<SC, 0, 1>(xw[st], 0u, k.sx, k.sx);
+            a[st][1] = frag_pair<SC, 0, 1>(yw[st], 0u, k.sy, k.sy);
+            a[st][2] = frag_pair<SC, 2, 3>(xw[st], 0u, k.sx, k.sx);
+            a[st][3] = frag_pair<SC, 2, 3>(yw[st], 0u, k.sy, k.sy);
+        }
+    }
+
+    /* S^T of the tile in stage stg: chunk by chunk, the fragments of chunk
+     * ch + 1 built while the tensor cores run chunk ch (two buffers; one
+     * commit group per chunk).  DS_MLA's RoPE steps go to sr.  With KF
+     * scale blocks of 128 dims folded (DS_MLA, E4M3 /128), the K bytes are
+     * converted unscaled and block b's part of S^T goes to kacc[b]: the
+     * row scales are applied to the partial scores, 10 products a thread
+     * instead of 288 scaled conversions. */
+    template <bool SC, int KF>
+    MLA_DEV void qk(uint32_t stg, uint32_t scl, float (&kacc)[KF > 0 ? KF : 1][2][4])
+    {
+        constexpr bool kScaledK = SC && KF == 0;
+        uint32_t a[2][4][4];
+        k_frags<kScaledK>(k_load<kScaledK>(stg, scl, 0), 0, a[0]);
+        /* The previous tile's P V retires first: with its groups still in
+         * flight here, ptxas serializes every wgmma of the loop (C7514). */
+        wg_wait<0>();
+#pragma unroll
+        for (uint32_t ch = 0; ch < 9; ch++) {
+            wg_fence();
+#pragma unroll
+            for (uint32_t st = 0; st < 4; st++) {
+                const uint64_t db = wg_desc(c.sq + ch * MLA_NARROW_Q_CHUNK + 32u * st, 16u, 1024u);
+                if (FMT == MLA_FMT_FP8_DS_MLA && ch == 8) {
+                    wgmma_m64n16_rs(sr, a[ch & 1u][st], db, st != 0 ? 1u : 0u);
+                } else if (KF > 0) {
+                    constexpr int kLast = KF > 0 ? KF - 1 : 0;
+                    const int b = (int)(ch >> 1) < kLast ? (int)(ch >> 1) : kLast;
+                    wgmma_m64n16_rs(kacc[b], a[ch & 1u][st], db,
+                                    (ch == 2u * (uint32_t)b && st == 0) ? 0u : 1u);
+                } else {
+                    wgmma_m64n16_rs(s, a[ch & 1u][st], db, (ch | st) != 0 ? 1u : 0u);
+                }
+            }
+            wg_commit();
+            if (ch + 1 < 9) {
+                const KRaw k = k_load<kScaledK>(stg, scl, ch + 1);
+                wg_wait<1>(); /* chunk ch - 1 retired: its buffer is free */
+                k_frags<kScaledK>(k, ch + 1, a[(ch + 1) & 1u]);
+            }
+        }
+    }
+
+    /* Scale of key row r over 128-dim block b (folded formats). */
+    MLA_DEV float block_scale(uint32_t scl, uint32_t r, uint32_t b) const
+    {
+        if (FMT == MLA_FMT_FP8_DS_MLA)
+            return lds_f32(scl + 16u * r + 4u * b);
+        return lds_f32(scl + 4u * (r * (uint32_t)spr + b));
+    }
+
+    /* Once kacc has retired: s = sum over blocks of scale x partial. */
+    template <int KF>
+    MLA_DEV void fold_scores(float (&kacc)[KF > 0 ? KF : 1][2][4], const float (&sx)[KF > 0 ? KF : 1],
+                             const float (&sy)[KF > 0 ? KF : 1])
+    {
+#pragma unroll
+        for (int b = 0; b < KF; b++)
+            wg_hold(kacc[b]);
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float v = 0.0f;
+#pragma unroll
+                for (int b = 0; b < KF; b++)
+                    v = fmaf(e < 2 ? sx[b] : sy[b], kacc[b][j][e], v);
+                s[j][e] = v;
+            }
+    }
+
+    /* Once S^T has retired: probabilities in s, O^T factors in alpha. */
+    MLA_DEV void softmax(int tt)
+    {
+        wg_hold(s);
+        if (FMT == MLA_FMT_FP8_DS_MLA) {
+            wg_hold(sr);
+#pragma unroll
+            for (int j = 0; j < 2; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    s[j][e] = fmaf(sr[j][e], rope_factor, s[j][e]);
+        }
+        float mx[4];
+        sm.tile_max(s, p.score_scale_log2, tt * (int)kBN + 16 * (int)w + (int)g, lim, mx);
+        column_reduce(c, wg, w, g, t, mx, true);
+        sm.tile_exp(s, mx, alpha);
+    }
+
+    /* Rescale O^T and write P into this WG's P tile, keys in the PV
+     * fragment order (key 16 ks + 4 c + i at column 16 ks + 2 c + i, or
+     * 2 c + 6 + i for i >= 2).  The previous P V has retired. */
+    MLA_DEV void publish_p()
+    {
+        if (alpha[0] != 1.0f || alpha[1] != 1.0f || alpha[2] != 1.0f || alpha[3] != 1.0f)
+            scale_columns(o, alpha);
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const uint32_t q = (uint32_t)narrow_column(2 * nt + (e & 1), t);
+                const uint32_t key = 16u * w + g + 8u * (uint32_t)(e >> 1);
+                const uint32_t i = key & 3u, pos = (key & ~15u) + 2u * ((key >> 2) & 3u) +
+                                                   (i < 2u ? i : i + 6u);
+                sts16(p_tile_addr(pbuf, q, pos), (uint16_t)(pack_bf16x2(s[nt][e], 0.0f) & 0xffffu));
+            }
+        fence_proxy_async();
+        bar_sync(kNbWg0 + wg, 128);
+    }
+
+    /* V bytes of unit u (k-step u / 2, m-tiles 4 (u % 2) ..): this thread's
+     * 8 dims of its 4 keys, and their scales. */
+    struct VRaw {
+        uint2 v[4];
+        float sc[4];
+    };
+
+    template <bool SC>
+    MLA_DEV VRaw v_load(uint32_t stg, uint32_t scl, uint32_t nvalid, uint32_t u) const
+    {
+        const uint32_t T = 8u * w + g;
+        const uint32_t base = stg + 4096u * (T >> 2) + 16u * (T & 3u) + 8u * (u & 1u);
+        VRaw r;
+#pragma unroll
+        for (uint32_t i = 0; i < 4; i++) {
+            const uint32_t key = 16u * (u >> 1) + 4u * t + i;
+            r.v[i] = lds64(base + 64u * key);
+            r.sc[i] = 1.0f;
+            if (SC) {
+                r.sc[i] = v_scale(scl, key);
+                if (key >= nvalid) { /* garbage bytes or scales could be NaN */
+                    r.v[i] = make_uint2(0u, 0u);
+                    r.sc[i] = 0.0f;
+                }
+            }
+        }
+        return r;
+    }
+
+    /* Fragments of m-tiles 4 (u % 2) + mm, mm = 0..3. */
+    template <bool SC>
+    MLA_DEV void v_frags(const VRaw &r, uint32_t (&a)[4][4]) const
+    {
+#pragma unroll
+        for (int mm = 0; mm < 4; mm++) {
+            const uint32_t w0 = mm < 2 ? r.v[0].x : r.v[0].y, w1 = mm < 2 ? r.v[1].x : r.v[1].y;
+            const uint32_t w2 = mm < 2 ? r.v[2].x : r.v[2].y, w3 = mm < 2 ? r.v[3].x : r.v[3].y;
+            if (mm & 1) {
+                a[mm][0] = frag_pair<SC, 2, 6>(w0, w1, r.sc[0], r.sc[1]);
+                a[mm][1] = frag_pair<SC, 3, 7>(w0, w1, r.sc[0], r.sc[1]);
+                a[mm][2] = frag_pair<SC, 2, 6>(w2, w3, r.sc[2], r.sc[3]);
+                a[mm][3] = frag_pair<SC, 3, 7>(w2, w3, r.sc[2], r.sc[3]);
+            } else {
+                a[mm][0] = frag_pair<SC, 0, 4>(w0, w1, r.sc[0], r.sc[1]);
+                a[mm][1] = frag_pair<SC, 1, 5>(w0, w1, r.sc[0], r.sc[1]);
+                a[mm][2] = frag_pair<SC, 0, 4>(w2, w3, r.sc[2], r.sc[3]);
+                a[mm][3] = frag_pair<SC, 1, 5>(w2, w3, r.sc[2], r.sc[3]);
+            }
+        }
+    }
+
+    /* O^T += V^T P^T for the tile in stage stg, in 8 units (4 m-tiles of
+     * one k-step each, one commit group); the stage is released once the
+     * last unit's bytes are in registers. */
+    template <bool SC>
+    MLA_DEV void pv(uint32_t stg, uint32_t scl, uint32_t nvalid, uint32_t empty)
+    {
+        uint32_t a[2][4][4];
+        v_frags<SC>(v_load<SC>(stg, scl, nvalid, 0), a[0]);
+#pragma unroll
+        for (uint32_t u = 0; u < 8; u++) {
+            wg_fence();
+            const uint64_t db = wg_desc(pbuf + 32u * (u >> 1), 16u, 1024u);
+#pragma unroll
+            for (uint32_t mm = 0; mm < 4; mm++)
+                wgmma_m64n16_rs(o[4u * (u & 1u) + mm], a[u & 1u][mm], db, 1u);
+            wg_commit();
+            if (u + 1 < 8) {
+                const VRaw r = v_load<SC>(stg, scl, nvalid, u + 1);
+                wg_wait<1>();
+                v_frags<SC>(r, a[(u + 1) & 1u]);
+                if (u + 1 == 7)
+                    mbar_arrive(empty);
+            }
+        }
+    }
+
+    template <bool SC, int KF>
+    MLA_DEV void tiles()
+    {
+        const Pipe pipe = c.pipe();
+        PipeState st;
+        st.stage = wg;
+        st.phase = 0;
+        float kacc[KF > 0 ? KF : 1][2][4];
+        for (int tt = c.t0 + (int)wg; tt < c.t1; tt += 2) {
+            const uint32_t stg = c.stage(st.stage), scl = c.scales(st.stage);
+            const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - tt * (int)kBN);
+            pipe.consumer_wait(st);
+            qk<SC, KF>(stg, scl, kacc);
+            if (KF > 0) {
+                float sx[KF > 0 ? KF : 1], sy[KF > 0 ? KF : 1];
+#pragma unroll
+                for (int b = 0; b < KF; b++) {
+                    sx[b] = block_scale(scl, 16u * w + g, (uint32_t)b);
+                    sy[b] = block_scale(scl, 16u * w + g + 8u, (uint32_t)b);
+                }
+                wg_wait<0>();
+                fold_scores<KF>(kacc, sx, sy);
+            } else {
+                wg_wait<0>();
+            }
+            softmax(tt);
+            publish_p();
+            pv<SC>(stg, scl, nvalid, pipe.empty_bar(st));
+            st.advance(kNs);
+            st.advance(kNs);
+        }
+        wg_wait<0>();
+#pragma unroll
+        for (int m = 0; m < 8; m++)
+            wg_hold(o[m]);
+    }
+
+    MLA_DEV void run()
+    {
+        mbar_wait(c.bars + kBarQ, 0);
+        /* Block scales of 128 dims fold into the scores (E4M3: 5 blocks of
+         * the 576, DS_MLA: the 4 nope blocks); smaller E4M3 blocks scale
+         * each converted K value. */
+        if (FMT == MLA_FMT_FP8_DS_MLA)
+            tiles<true, 4>();
+        else if (spr == 0)
+            tiles<false, 0>();
+        else if (spr == 5)
+            tiles<true, 5>();
+        else
+            tiles<true, 0>();
+        if (tid == 0)
+            griddep_launch_dependents();
+        merge_and_write();
+    }
+
+    /*
+     * The two warpgroups' results are two softmax partials over disjoint
+     * keys: per column, the larger max M, each WG's factor exp2(m - M), the
+     * total sum L.  WG 1 stages its scaled O^T in stage 0 (every tile has
+     * been consumed), WG 0 adds its own, both write the rows out.
+     */
+    /* Both warpgroups at merge step k (an mbarrier of 256 arrivals, used
+     * once; named barrier kNbSum with MLA_MERGE_NAMED). */
+    MLA_DEV void merge_sync(uint32_t k) const
+    {
+#if MLA_MERGE_NAMED
+        (void)k;
+        bar_sync(kNbSum, 256);
+#else
+        mbar_arrive(c.bars + kBarMerge + 8u * k);
+        mbar_wait(c.bars + kBarMerge + 8u * k, 0);
+#endif
+    }
+
+    MLA_DEV void merge_and_write()
+    {
+        float lsum[4];
+        sm.finish(lsum);
+        column_reduce(c, wg, w, g, t, lsum, false);
+        const uint32_t mg = c.xchg; /* [wg][16 columns] x (m, l) */
+        if (w == 0 && g == 0) {
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const uint32_t a = mg + 128u * wg + 8u * (uint32_t)narrow_column(r, t);
+                sts32(a, __float_as_uint(sm.m[r]));
+                sts32(a + 4u, __float_as_uint(lsum[r]));
+            }
+        }
+        merge_sync(0);
+        const float ninf = -__int_as_float(0x7f800000);
+        float f[4], mt[4], lt[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const uint32_t a = mg + 128u * (wg ^ 1u) + 8u * (uint32_t)narrow_column(r, t);
+            const float mo = lds_f32(a), lo = lds_f32(a + 4u);
+            const float mx = fmaxf(sm.m[r], mo);
+            const float fm = mx == ninf ? 0.0f : ex2(sm.m[r] - mx);
+            const float fo = mx == ninf ? 0.0f : ex2(mo - mx);
+            mt[r] = mx;
+            lt[r] = lsum[r] * fm + lo * fo;
+            f[r] = fm * inv_sum(p, lt[r]);
+        }
+        scale_columns(o, f);
+
+        const uint32_t stg0 = c.stage(0);
+#pragma unroll
+        for (int pass = 1; pass >= 0; pass--) {
+            if (wg == (uint32_t)pass) {
+#pragma unroll
+                for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const uint32_t row = stg0 + (uint32_t)narrow_column(2 * nt + (e & 1), t) * kStageRow;
+#pragma unroll
+                        for (int m = 0; m < 8; m++) {
+                            const uint32_t dim = 16u * (8u * w + g) + 2u * m + (uint32_t)(e >> 1);
+                            float v = o[m][nt][e];
+                            if (pass == 0)
+                                v += lds_f32(row + 4u * dim);
+                            sts32(row + 4u * dim, __float_as_uint(v));
+                        }
+                    }
+            }
+            merge_sync(2u - (uint32_t)pass);
+        }
+        write_staged_rows(p, stg0, kStageRow, c.rows_here, tid, 256u);
+        if (wg == 0 && w == 0 && g == 0) {
+            const OutTarget out(p);
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                if (narrow_column(r, t) < c.rows_here)
+                    out.write_lse(p, narrow_column(r, t), mt[r], lt[r]);
+        }
+    }
+};
+
+} /* namespace hopper */
+} /* namespace mla */
+
+#endif /* MLA_HOPPER_NARROW_FP8_CUH */

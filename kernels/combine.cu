@@ -2,7 +2,10 @@
  * combine.cu - merges the split-KV partial results of the decode kernel:
  * per (request, query token, head) row, the partial outputs weighted by
  * exp2(lse_i - lse) where lse = log2 sum_i exp2(lse_i), written as bf16,
- * and the natural-log LSE.  One warp per row, 16 columns per lane.
+ * and the natural-log LSE.  One warp per row and 128-column block
+ * (blockIdx.z), 4 columns per lane: small batches have few rows, and a
+ * warp per whole row left most SMs idle while each warp walked its splits
+ * one DRAM round trip at a time; the splits are now read 8 at a time.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -46,11 +49,11 @@ extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
     uint16_t *out = (uint16_t *)p.out + ((((int64_t)b * p.q_len + qi) * p.h_q + h) * MLA_D_V);
     float *lse = (float *)p.lse;
     const int64_t lse_i = ((int64_t)b * p.h_q + h) * p.q_len + qi;
-    uint4 *o16 = (uint4 *)(out + 16u * lane);
+    const uint32_t col = 128u * blockIdx.z + 4u * lane;
+    uint2 *o4 = (uint2 *)(out + col);
     if (mx == ninf) { /* no split saw a key */
-        o16[0] = make_uint4(0u, 0u, 0u, 0u);
-        o16[1] = make_uint4(0u, 0u, 0u, 0u);
-        if (lse && lane == 0)
+        *o4 = make_uint2(0u, 0u);
+        if (lse && lane == 0 && blockIdx.z == 0)
             lse[lse_i] = __int_as_float(0x7f800000);
         return;
     }
@@ -60,30 +63,32 @@ extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
         sum += __shfl_xor_sync(0xffffffffu, sum, o);
     const float lse2 = mx + log2f(sum);
 
-    float acc[16];
+    /* Splits that saw no key hold zeros (weight 0 too), so every split
+     * below ns is read: 8 loads in flight per lane. */
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float *oacc = (const float *)(ws + p.ws_oaccum) + row0 * MLA_D_V + col;
+    for (int s0 = 0; s0 < ns; s0 += 8) {
+        float4 x[8];
+        float wgt[8];
 #pragma unroll
-    for (int i = 0; i < 16; i++)
-        acc[i] = 0.0f;
-    const float *oacc = (const float *)(ws + p.ws_oaccum) + row0 * MLA_D_V + 16u * lane;
-    for (int s = 0; s < ns; s++) {
-        const float li = __shfl_sync(0xffffffffu, s < 32 ? v0 : v1, s & 31);
-        const float wgt = exp2f(li - lse2);
-        if (wgt == 0.0f)
-            continue; /* also skips splits that saw no key (li = -inf) */
-        const float4 *src = (const float4 *)(oacc + (int64_t)s * srow * MLA_D_V);
+        for (int k = 0; k < 8; k++) {
+            const int s = s0 + k;
+            const float li = __shfl_sync(0xffffffffu, s < 32 ? v0 : v1, s & 31);
+            wgt[k] = s < ns ? exp2f(li - lse2) : 0.0f;
+            x[k] = s < ns ? *(const float4 *)(oacc + (int64_t)s * srow * MLA_D_V)
+                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const float4 x = src[i];
-            acc[4 * i + 0] += wgt * x.x;
-            acc[4 * i + 1] += wgt * x.y;
-            acc[4 * i + 2] += wgt * x.z;
-            acc[4 * i + 3] += wgt * x.w;
+        for (int k = 0; k < 8; k++) {
+            acc.x = fmaf(wgt[k], x[k].x, acc.x);
+            acc.y = fmaf(wgt[k], x[k].y, acc.y);
+            acc.z = fmaf(wgt[k], x[k].z, acc.z);
+            acc.w = fmaf(wgt[k], x[k].w, acc.w);
         }
     }
-    o16[0] = make_uint4(mla::pack_bf16x2(acc[0], acc[1]), mla::pack_bf16x2(acc[2], acc[3]),
-                        mla::pack_bf16x2(acc[4], acc[5]), mla::pack_bf16x2(acc[6], acc[7]));
-    o16[1] = make_uint4(mla::pack_bf16x2(acc[8], acc[9]), mla::pack_bf16x2(acc[10], acc[11]),
-                        mla::pack_bf16x2(acc[12], acc[13]), mla::pack_bf16x2(acc[14], acc[15]));
+    *o4 = make_uint2(mla::pack_bf16x2(acc.x, acc.y), mla::pack_bf16x2(acc.z, acc.w));
+    if (blockIdx.z != 0)
+        return;
     if (lse && lane == 0)
         lse[lse_i] = lse2 * 0.69314718055994530942f;
 }

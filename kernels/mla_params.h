@@ -125,7 +125,8 @@ struct mla_append_params {
  *   scales != 0 iff scales_per_row > 0 (E4M3 with a scale block).
  *
  * mla_combine (kernels/combine.cu), struct mla_decode_params
- *   grid (batch * q_len, ceil(h_q / 4)), block 128 (one warp per head),
+ *   grid (batch * q_len, ceil(h_q / 4), MLA_COMBINE_COL_BLOCKS), block
+ *   128 (one warp per head and 128-column block),
  *   no dynamic smem; PDL: launched as a programmatic dependent of the
  *   decode kernel.  Skips requests with ws_splits[b] == 1; exits if the
  *   status word is not 0.
@@ -150,6 +151,7 @@ struct mla_append_params {
 #define MLA_DECODE_THREADS 512 /* warps 0-7 MMA, 8-11 convert, 12 load, 13-15 idle */
 #define MLA_MAX_SPLITS 64
 #define MLA_MAX_STAGES 4
+#define MLA_COMBINE_COL_BLOCKS 4 /* mla_combine's grid.z: 128 columns each */
 
 /* Scheduler CTAs: each reads every length once (to size the splits), so
  * their number is capped; one warp per request, requests b = 4 *

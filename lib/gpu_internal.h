@@ -73,6 +73,7 @@ struct mla_gpu_plan {
 #define MLA_GPU_KERNEL_PORTABLE 1
 #define MLA_GPU_KERNEL_HOPPER 2
 #define MLA_GPU_KERNEL_HOPPER_WIDE 3 /* the wide sm_90a kernel only, required */
+#define MLA_GPU_KERNEL_HOPPER_NARROW 4 /* the narrow sm_90a kernel only, required */
 int mla__gpu_kernel_choice(void);
 
 /* Make the context's primary context current on this thread (push), and

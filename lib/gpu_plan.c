@@ -126,7 +126,8 @@ static const char *hopper_refusal(const struct mla_gpu_context *g, const struct 
     return NULL;
 }
 
-/* MLA_KERNEL: unset or "auto", "portable", "hopper" or "hopper-wide"
+/* MLA_KERNEL: unset or "auto", "portable", "hopper", "hopper-wide" or
+ * "hopper-narrow"
  * (required: plans and calls they cannot serve are refused with
  * NOT_SUPPORTED); -1 for anything else. */
 int mla__gpu_kernel_choice(void)
@@ -140,17 +141,26 @@ int mla__gpu_kernel_choice(void)
         return MLA_GPU_KERNEL_HOPPER;
     if (strcmp(env, "hopper-wide") == 0)
         return MLA_GPU_KERNEL_HOPPER_WIDE;
+    if (strcmp(env, "hopper-narrow") == 0)
+        return MLA_GPU_KERNEL_HOPPER_NARROW;
     return -1;
 }
 
+/* Requests x KV heads from which the narrow FP8 kernel is taken by
+ * default: it streams tiles faster than the wide one but a CTA with few
+ * tiles finishes later (H200: 0.75-0.82x at 8 requests of 4k-8k keys,
+ * 1.2-1.5x from 64 requests; bench/NOTES.md). */
+#define MLA_NARROW8_MIN_SEQS 32
+
 /*
  * The sm_90a kernel for this shape, if any: the narrow one when the packed
- * rows per KV head (q_len x heads per KV head) fit its 16 columns and the
- * image has it for this format, else the wide one.  Sets *choice to the
- * MLA_KERNEL reading.
+ * rows per KV head (q_len x heads per KV head) fit its 16 columns, the
+ * image has it for this format and (FP8) the batch has at least
+ * MLA_NARROW8_MIN_SEQS sequences of KV heads, else the wide one.  Sets
+ * *choice to the MLA_KERNEL reading.
  */
 static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s, int32_t spr,
-                                  int *choice, const struct mla_gpu_kernel **out,
+                                  int32_t batch, int *choice, const struct mla_gpu_kernel **out,
                                   unsigned *smem)
 {
     struct mla_gpu_context *g = ctx->gpu;
@@ -159,12 +169,18 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
     *choice = mla__gpu_kernel_choice();
     if (*choice < 0)
         return mla__ctx_fail(ctx, MLA_STATUS_INVALID_ARGUMENT,
-                             "mla_plan_create: MLA_KERNEL=%s (auto, portable, hopper or "
-                             "hopper-wide)",
+                             "mla_plan_create: MLA_KERNEL=%s (auto, portable, hopper, "
+                             "hopper-wide or hopper-narrow)",
                              getenv("MLA_KERNEL"));
     if (*choice == MLA_GPU_KERNEL_PORTABLE)
         return MLA_STATUS_SUCCESS;
     const char *why = hopper_refusal(g, s, spr);
+    const int32_t rows = s->q_len * (s->num_heads / s->num_kv_heads);
+    const struct mla_gpu_kernel *narrow = &g->hopper_narrow[s->kv_format];
+    if (!why && *choice == MLA_GPU_KERNEL_HOPPER_NARROW && rows > MLA_NARROW_ROWS)
+        why = "more than 16 query rows per KV head";
+    if (!why && *choice == MLA_GPU_KERNEL_HOPPER_NARROW && !narrow->fn)
+        why = "no narrow kernel for this format in the image";
     if (why && *choice != MLA_GPU_KERNEL_AUTO)
         return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
                              "mla_plan_create: MLA_KERNEL=%s, but the sm_90a kernel does not "
@@ -172,9 +188,13 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
                              getenv("MLA_KERNEL"), why);
     if (why)
         return MLA_STATUS_SUCCESS;
-    const int32_t rows = s->q_len * (s->num_heads / s->num_kv_heads);
-    const struct mla_gpu_kernel *narrow = &g->hopper_narrow[s->kv_format];
-    if (rows <= MLA_NARROW_ROWS && narrow->fn && *choice != MLA_GPU_KERNEL_HOPPER_WIDE) {
+    int take_narrow = rows <= MLA_NARROW_ROWS && narrow->fn;
+    if (*choice == MLA_GPU_KERNEL_HOPPER_WIDE)
+        take_narrow = 0;
+    else if (*choice != MLA_GPU_KERNEL_HOPPER_NARROW && s->kv_format != MLA_FMT_BF16 &&
+             (int64_t)batch * s->num_kv_heads < MLA_NARROW8_MIN_SEQS)
+        take_narrow = 0;
+    if (take_narrow) {
         *out = narrow;
         *smem = mla_narrow_smem_bytes(s->kv_format);
     } else {
@@ -214,7 +234,8 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     const struct mla_gpu_kernel *hopper = NULL;
     unsigned hopper_smem = 0;
     int choice = MLA_GPU_KERNEL_AUTO;
-    if ((st = choose_hopper(ctx, s, spr, &choice, &hopper, &hopper_smem)) != MLA_STATUS_SUCCESS)
+    if ((st = choose_hopper(ctx, s, spr, plan->batch, &choice, &hopper, &hopper_smem)) !=
+        MLA_STATUS_SUCCESS)
         return st;
     if (hopper) {
         bn = MLA_HOPPER_BLOCK_N;
@@ -316,13 +337,14 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     gp->decode_smem = smem;
     gp->hopper = hopper;
     gp->hopper_smem = hopper_smem;
-    gp->hopper_required = choice == MLA_GPU_KERNEL_HOPPER || choice == MLA_GPU_KERNEL_HOPPER_WIDE;
+    gp->hopper_required = choice == MLA_GPU_KERNEL_HOPPER || choice == MLA_GPU_KERNEL_HOPPER_WIDE ||
+                          choice == MLA_GPU_KERNEL_HOPPER_NARROW;
     gp->decode_grid[0] = (unsigned)m_blocks;
     gp->decode_grid[1] = (unsigned)s->num_kv_heads;
     gp->decode_grid[2] = (unsigned)(batch * splits);
     gp->combine_grid[0] = (unsigned)(batch * s->q_len);
     gp->combine_grid[1] = (unsigned)ceil_div(s->num_heads, MLA_COMBINE_HEADS_PER_CTA);
-    gp->combine_grid[2] = 1;
+    gp->combine_grid[2] = MLA_COMBINE_COL_BLOCKS;
     gp->schedule_grid = mla_schedule_ctas(batch);
 
     plan->gpu = gp;

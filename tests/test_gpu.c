@@ -282,9 +282,13 @@ static void build_cases(void)
             c = add_case(16, 1, 1, M_BF16, 64, 0, 1, ones);
             c->kernel = "hopper";
             c = add_case(16, 1, 1, M_G64, 64, 0, 7, lens_mix7);
-            c->kernel = "hopper";
+            c->kernel = "hopper-narrow";
             c = add_case(8, 1, 2, M_DSMLA, 128, 1, 7, lens_mix7);
-            c->kernel = "hopper";
+            c->kernel = "hopper-narrow";
+            c = add_case(16, 1, 1, M_G128, 64, 0, 7, lens_mix7);
+            c->kernel = "hopper-narrow";
+            c = add_case(16, 1, 1, M_E4M3, 64, 0, 7, lens_mix7);
+            c->kernel = "hopper-narrow";
         }
         name_cases();
         return;
@@ -381,7 +385,7 @@ static void build_cases(void)
             c = add_case(128, 1, 1, m, 64, 0, 1, ones); /* one request, many splits */
             c->kernel = "hopper";
             c = add_case(16, 1, 1, m, 64, 0, 1, ones); /* the same, narrow */
-            c->kernel = "hopper";
+            c->kernel = "hopper-narrow";
         }
         /* The wide kernel on shapes the narrow one takes by default. */
         for (int m = 0; m < NMODES; m++) {
@@ -403,7 +407,7 @@ static void build_cases(void)
             for (int i = 0; i < 64; i++)
                 lens[i] = 2048 + rnd_int(6000);
             c = add_case(16, 1, 1, m, 64 << (m % 2), 0, 64, lens);
-            c->kernel = "hopper";
+            c->kernel = "hopper-narrow";
             c->sample = 3;
         }
         c = add_case(16, 1, 1, M_G32, 64, 0, 7, lens_mix7);
@@ -1212,6 +1216,43 @@ START_TEST(append_bytes)
 }
 END_TEST
 
+/* MLA_KERNEL=hopper-narrow: plans the narrow kernel takes succeed (FP8 at
+ * a batch the default choice gives the wide kernel), more than 16 rows per
+ * KV head are refused with NOT_SUPPORTED; an unknown value is
+ * INVALID_ARGUMENT. */
+START_TEST(kernel_choice)
+{
+    if (!g_hopper) {
+        printf("skip   kernel_choice: no sm_90a kernel on this device\n");
+        return;
+    }
+    static const struct {
+        const char *env;
+        int h_q, mode;
+        mla_status_t want;
+    } k[] = {
+        {"hopper-narrow", 16, M_G128, MLA_STATUS_SUCCESS},
+        {"hopper-narrow", 16, M_DSMLA, MLA_STATUS_SUCCESS},
+        {"hopper-narrow", 32, M_BF16, MLA_STATUS_NOT_SUPPORTED},
+        {"hopper-narrow", 128, M_E4M3, MLA_STATUS_NOT_SUPPORTED},
+        {"hopper-nonesuch", 16, M_BF16, MLA_STATUS_INVALID_ARGUMENT},
+    };
+    for (int i = 0; i < (int)(sizeof(k) / sizeof(k[0])); i++) {
+        mla_config_t *cfg = make_cfg(k[i].h_q, 1, 1, &modes[k[i].mode], 64, 0, 0, 0, 0.0);
+        mla_plan_t *plan = NULL;
+        setenv("MLA_KERNEL", k[i].env, 1);
+        const mla_status_t st = mla_plan_create(&plan, g_gpu, cfg, 2, 4096);
+        unsetenv("MLA_KERNEL");
+        mla_plan_destroy(plan);
+        printf("%-6s kernel_choice MLA_KERNEL=%s h%d %s: %s\n", st == k[i].want ? "ok" : "FAIL",
+               k[i].env, k[i].h_q, modes[k[i].mode].name, mla_status_string(st));
+        REQUIRE(st == k[i].want, "MLA_KERNEL=%s h%d %s: %s, want %s", k[i].env, k[i].h_q,
+                modes[k[i].mode].name, mla_status_string(st), mla_status_string(k[i].want));
+        REQUIRE(plan == NULL || st == MLA_STATUS_SUCCESS, "a refused plan was returned");
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 
 static Suite *gpu_suite(void)
@@ -1230,6 +1271,10 @@ static Suite *gpu_suite(void)
     tc = tcase_create("validation");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, device_validation, 0, g_quick ? OOB_KINDS : 2 * OOB_KINDS);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("kernel choice");
+    tcase_add_test(tc, kernel_choice);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("append");

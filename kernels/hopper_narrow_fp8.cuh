@@ -46,6 +46,11 @@
 #ifndef MLA_MERGE_NAMED
 #define MLA_MERGE_NAMED 0
 #endif
+/* Fragment buffers per warp: the conversion of chunk / unit k + 1 waits
+ * for the MMAs of k + 1 - MLA_FRAG_BUFS to retire. */
+#ifndef MLA_FRAG_BUFS
+#define MLA_FRAG_BUFS 2
+#endif
 
 namespace mla {
 namespace hopper {
@@ -173,14 +178,18 @@ struct NarrowFp8Consumer {
      * ch + 1 built while the tensor cores run chunk ch (two buffers; one
      * commit group per chunk).  DS_MLA's RoPE steps go to sr.  With KF
      * scale blocks of 128 dims folded (DS_MLA, E4M3 /128), the K bytes are
-     * converted unscaled and block b's part of S^T goes to kacc[b]: the
+     * converted unscaled and block b's part of S^T goes to kacc[b] (else
+     * all of it to kacc[0]): the
      * row scales are applied to the partial scores, 10 products a thread
      * instead of 288 scaled conversions. */
     template <bool SC, int KF>
     MLA_DEV void qk(uint32_t stg, uint32_t scl, float (&kacc)[KF > 0 ? KF : 1][2][4])
     {
         constexpr bool kScaledK = SC && KF == 0;
-        uint32_t a[2][4][4];
+        /* Five partial-score blocks, or scaled conversions, leave no room
+         * for a third buffer (ptxas spills). */
+        constexpr uint32_t NB = KF >= 5 || kScaledK ? 2u : (uint32_t)MLA_FRAG_BUFS;
+        uint32_t a[NB][4][4];
         k_frags<kScaledK>(k_load<kScaledK>(stg, scl, 0), 0, a[0]);
         /* The previous tile's P V retires first: with its groups still in
          * flight here, ptxas serializes every wgmma of the loop (C7514). */
@@ -192,21 +201,21 @@ struct NarrowFp8Consumer {
             for (uint32_t st = 0; st < 4; st++) {
                 const uint64_t db = wg_desc(c.sq + ch * MLA_NARROW_Q_CHUNK + 32u * st, 16u, 1024u);
                 if (FMT == MLA_FMT_FP8_DS_MLA && ch == 8) {
-                    wgmma_m64n16_rs(sr, a[ch & 1u][st], db, st != 0 ? 1u : 0u);
+                    wgmma_m64n16_rs(sr, a[ch % NB][st], db, st != 0 ? 1u : 0u);
                 } else if (KF > 0) {
                     constexpr int kLast = KF > 0 ? KF - 1 : 0;
                     const int b = (int)(ch >> 1) < kLast ? (int)(ch >> 1) : kLast;
-                    wgmma_m64n16_rs(kacc[b], a[ch & 1u][st], db,
+                    wgmma_m64n16_rs(kacc[b], a[ch % NB][st], db,
                                     (ch == 2u * (uint32_t)b && st == 0) ? 0u : 1u);
                 } else {
-                    wgmma_m64n16_rs(s, a[ch & 1u][st], db, (ch | st) != 0 ? 1u : 0u);
+                    wgmma_m64n16_rs(kacc[0], a[ch % NB][st], db, (ch | st) != 0 ? 1u : 0u);
                 }
             }
             wg_commit();
             if (ch + 1 < 9) {
                 const KRaw k = k_load<kScaledK>(stg, scl, ch + 1);
-                wg_wait<1>(); /* chunk ch - 1 retired: its buffer is free */
-                k_frags<kScaledK>(k, ch + 1, a[(ch + 1) & 1u]);
+                wg_wait<NB - 1>(); /* chunk ch + 1 - NB retired: its buffer is free */
+                k_frags<kScaledK>(k, ch + 1, a[(ch + 1) % NB]);
             }
         }
     }
@@ -335,7 +344,8 @@ struct NarrowFp8Consumer {
     template <bool SC>
     MLA_DEV void pv(uint32_t stg, uint32_t scl, uint32_t nvalid, uint32_t empty)
     {
-        uint32_t a[2][4][4];
+        constexpr uint32_t NB = SC ? 2u : (uint32_t)MLA_FRAG_BUFS; /* as in qk */
+        uint32_t a[NB][4][4];
         v_frags<SC>(v_load<SC>(stg, scl, nvalid, 0), a[0]);
 #pragma unroll
         for (uint32_t u = 0; u < 8; u++) {
@@ -343,12 +353,12 @@ struct NarrowFp8Consumer {
             const uint64_t db = wg_desc(pbuf + 32u * (u >> 1), 16u, 1024u);
 #pragma unroll
             for (uint32_t mm = 0; mm < 4; mm++)
-                wgmma_m64n16_rs(o[4u * (u & 1u) + mm], a[u & 1u][mm], db, 1u);
+                wgmma_m64n16_rs(o[4u * (u & 1u) + mm], a[u % NB][mm], db, 1u);
             wg_commit();
             if (u + 1 < 8) {
                 const VRaw r = v_load<SC>(stg, scl, nvalid, u + 1);
-                wg_wait<1>();
-                v_frags<SC>(r, a[(u + 1) & 1u]);
+                wg_wait<NB - 1>();
+                v_frags<SC>(r, a[(u + 1) % NB]);
                 if (u + 1 == 7)
                     mbar_arrive(empty);
             }
@@ -378,7 +388,16 @@ struct NarrowFp8Consumer {
                 wg_wait<0>();
                 fold_scores<KF>(kacc, sx, sy);
             } else {
+                /* S^T accumulates apart from s, which softmax overwrites
+                 * with P: an accumulator written by other instructions
+                 * while MMAs are in flight makes ptxas serialize them. */
                 wg_wait<0>();
+                wg_hold(kacc[0]);
+#pragma unroll
+                for (int j = 0; j < 2; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        s[j][e] = kacc[0][j][e];
             }
             softmax(tt);
             publish_p();

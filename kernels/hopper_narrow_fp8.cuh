@@ -46,11 +46,6 @@
 #ifndef MLA_MERGE_NAMED
 #define MLA_MERGE_NAMED 0
 #endif
-/* Fragment buffers per warp: the conversion of chunk / unit k + 1 waits
- * for the MMAs of k + 1 - MLA_FRAG_BUFS to retire. */
-#ifndef MLA_FRAG_BUFS
-#define MLA_FRAG_BUFS 2
-#endif
 
 namespace mla {
 namespace hopper {
@@ -186,9 +181,9 @@ struct NarrowFp8Consumer {
     MLA_DEV void qk(uint32_t stg, uint32_t scl, float (&kacc)[KF > 0 ? KF : 1][2][4])
     {
         constexpr bool kScaledK = SC && KF == 0;
-        /* Five partial-score blocks, or scaled conversions, leave no room
-         * for a third buffer (ptxas spills). */
-        constexpr uint32_t NB = KF >= 5 || kScaledK ? 2u : (uint32_t)MLA_FRAG_BUFS;
+        /* Two fragment buffers: a third (conversion two chunks ahead of
+         * the MMAs) measured no faster (bench/NOTES.md). */
+        constexpr uint32_t NB = 2;
         uint32_t a[NB][4][4];
         k_frags<kScaledK>(k_load<kScaledK>(stg, scl, 0), 0, a[0]);
         /* The previous tile's P V retires first: with its groups still in
@@ -344,7 +339,7 @@ struct NarrowFp8Consumer {
     template <bool SC>
     MLA_DEV void pv(uint32_t stg, uint32_t scl, uint32_t nvalid, uint32_t empty)
     {
-        constexpr uint32_t NB = SC ? 2u : (uint32_t)MLA_FRAG_BUFS; /* as in qk */
+        constexpr uint32_t NB = 2; /* as in qk */
         uint32_t a[NB][4][4];
         v_frags<SC>(v_load<SC>(stg, scl, nvalid, 0), a[0]);
 #pragma unroll

@@ -101,7 +101,8 @@ MLA_DEV void column_reduce(const Cta &c, uint32_t wg, uint32_t w, uint32_t g, ui
  * (16 rows of 64 keys, bf16, 128B-swizzled: the K-major B of O^T = V^T P^T). */
 MLA_DEV uint32_t p_tile_addr(uint32_t pbuf, uint32_t q, uint32_t k)
 {
-    return pbuf + (q >> 3) * 1024u + (q & 7u) * 128u + ((((k >> 3) ^ (q & 7u)) << 4) | ((k & 7u) * 2u));
+    return pbuf + (q >> 3) * 1024u + (q & 7u) * 128u +
+           ((((k >> 3) ^ (q & 7u)) << 4) | ((k & 7u) * 2u));
 }
 
 /*

@@ -43,12 +43,12 @@
 #include "epilogue.cuh"
 #include "convert.cuh"
 
-#ifndef MLA_MERGE_NAMED
-#define MLA_MERGE_NAMED 0
-#endif
-
 namespace mla {
 namespace hopper {
+
+/* Partial S^T accumulators of a tile: one per folded scale block, or one. */
+template <int KF>
+constexpr int kAccBlocks = KF > 0 ? KF : 1;
 
 /* Two bytes (LO, HI of {a, b}) as a bf16x2 fragment register, times
  * per-byte scales when SC. */
@@ -174,11 +174,10 @@ struct NarrowFp8Consumer {
      * commit group per chunk).  DS_MLA's RoPE steps go to sr.  With KF
      * scale blocks of 128 dims folded (DS_MLA, E4M3 /128), the K bytes are
      * converted unscaled and block b's part of S^T goes to kacc[b] (else
-     * all of it to kacc[0]): the
-     * row scales are applied to the partial scores, 10 products a thread
-     * instead of 288 scaled conversions. */
+     * all of it to kacc[0]): the row scales are applied to the partial
+     * scores, 10 products a thread instead of 288 scaled conversions. */
     template <bool SC, int KF>
-    MLA_DEV void qk(uint32_t stg, uint32_t scl, float (&kacc)[KF > 0 ? KF : 1][2][4])
+    MLA_DEV void qk(uint32_t stg, uint32_t scl, float (&kacc)[kAccBlocks<KF>][2][4])
     {
         constexpr bool kScaledK = SC && KF == 0;
         /* Two fragment buffers: a third (conversion two chunks ahead of
@@ -225,8 +224,8 @@ struct NarrowFp8Consumer {
 
     /* Once kacc has retired: s = sum over blocks of scale x partial. */
     template <int KF>
-    MLA_DEV void fold_scores(float (&kacc)[KF > 0 ? KF : 1][2][4], const float (&sx)[KF > 0 ? KF : 1],
-                             const float (&sy)[KF > 0 ? KF : 1])
+    MLA_DEV void fold_scores(float (&kacc)[kAccBlocks<KF>][2][4], const float (&sx)[kAccBlocks<KF>],
+                             const float (&sy)[kAccBlocks<KF>])
     {
 #pragma unroll
         for (int b = 0; b < KF; b++)
@@ -367,14 +366,14 @@ struct NarrowFp8Consumer {
         PipeState st;
         st.stage = wg;
         st.phase = 0;
-        float kacc[KF > 0 ? KF : 1][2][4];
+        float kacc[kAccBlocks<KF>][2][4];
         for (int tt = c.t0 + (int)wg; tt < c.t1; tt += 2) {
             const uint32_t stg = c.stage(st.stage), scl = c.scales(st.stage);
             const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - tt * (int)kBN);
             pipe.consumer_wait(st);
             qk<SC, KF>(stg, scl, kacc);
             if (KF > 0) {
-                float sx[KF > 0 ? KF : 1], sy[KF > 0 ? KF : 1];
+                float sx[kAccBlocks<KF>], sy[kAccBlocks<KF>];
 #pragma unroll
                 for (int b = 0; b < KF; b++) {
                     sx[b] = block_scale(scl, 16u * w + g, (uint32_t)b);
@@ -425,25 +424,22 @@ struct NarrowFp8Consumer {
         merge_and_write();
     }
 
+    /* Both warpgroups at merge step k: an mbarrier of 256 arrivals, used
+     * once (racecheck flagged the same order through a 256-thread named
+     * barrier when the warpgroups had passed different numbers of
+     * barriers before; bench/NOTES.md). */
+    MLA_DEV void merge_sync(uint32_t k) const
+    {
+        mbar_arrive(c.bars + kBarMerge + 8u * k);
+        mbar_wait(c.bars + kBarMerge + 8u * k, 0);
+    }
+
     /*
      * The two warpgroups' results are two softmax partials over disjoint
      * keys: per column, the larger max M, each WG's factor exp2(m - M), the
      * total sum L.  WG 1 stages its scaled O^T in stage 0 (every tile has
      * been consumed), WG 0 adds its own, both write the rows out.
      */
-    /* Both warpgroups at merge step k (an mbarrier of 256 arrivals, used
-     * once; named barrier kNbSum with MLA_MERGE_NAMED). */
-    MLA_DEV void merge_sync(uint32_t k) const
-    {
-#if MLA_MERGE_NAMED
-        (void)k;
-        bar_sync(kNbSum, 256);
-#else
-        mbar_arrive(c.bars + kBarMerge + 8u * k);
-        mbar_wait(c.bars + kBarMerge + 8u * k, 0);
-#endif
-    }
-
     MLA_DEV void merge_and_write()
     {
         float lsum[4];
@@ -482,7 +478,8 @@ struct NarrowFp8Consumer {
                 for (int nt = 0; nt < 2; nt++)
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
-                        const uint32_t row = stg0 + (uint32_t)narrow_column(2 * nt + (e & 1), t) * kStageRow;
+                        const uint32_t col = (uint32_t)narrow_column(2 * nt + (e & 1), t);
+                        const uint32_t row = stg0 + col * kStageRow;
 #pragma unroll
                         for (int m = 0; m < 8; m++) {
                             const uint32_t dim = 16u * (8u * w + g) + 2u * m + (uint32_t)(e >> 1);

@@ -60,6 +60,8 @@ namespace mla {
 constexpr int kMmaRegs = 216, kCvtRegs = 40, kLoadRegs = 40; /* 2*216 + 40 + 40 = 4 * 128 */
 constexpr uint32_t kRow = MLA_SMEM_ROW_BF16;
 constexpr uint32_t kBarLoaded = 0, kBarConverted = 32, kBarFree = 64, kBarQ = 96;
+/* Self-scheduling's decision (schedule.cuh, 16 bytes) in the barrier block. */
+constexpr uint32_t kSched = 512;
 
 /* What every role of the CTA knows: its work and the shared-memory map. */
 struct Cta : CtaWork {
@@ -244,7 +246,16 @@ MLA_DEV void mma_role(const mla_decode_params &p, const Cta &c, uint32_t warp, u
     sm.finish(lsum);
     if (!live)
         return;
-    write_output(p, o, sm.m, lsum, (int)(16u * rg + g), ch, tq);
+    write_output(p, c.bars + kSched, o, sm.m, lsum, (int)(16u * rg + g), ch, tq);
+}
+
+/* A launch that does not match this instantiation does nothing rather
+ * than hang or overrun shared memory. */
+template <int FMT, int BN>
+MLA_DEV bool launch_matches(const mla_decode_params &p)
+{
+    return p.kv_format == FMT && p.block_n == BN && p.num_stages >= 1 &&
+           p.num_stages <= MLA_MAX_STAGES;
 }
 
 /* What a CTA works on; false if it has nothing to do.  Uniform over the
@@ -253,12 +264,9 @@ template <int FMT, int BN>
 MLA_DEV bool cta_setup(const mla_decode_params &p, Cta &c)
 {
     extern __shared__ __align__(1024) uint8_t smem[];
-    /* A launch that does not match this instantiation does nothing rather
-     * than hang or overrun shared memory. */
-    if (p.kv_format != FMT || p.block_n != BN || p.num_stages < 1 ||
-        p.num_stages > MLA_MAX_STAGES)
+    if (!launch_matches<FMT, BN>(p))
         return false;
-    if (!cta_work(p, BN, c))
+    if (!cta_work(p, BN, smem_u32(smem) + kSched, c))
         return false;
     c.stages = (uint32_t)p.num_stages;
     c.bars = smem_u32(smem);
@@ -272,7 +280,9 @@ MLA_DEV void decode(const mla_decode_params &p)
 {
     extern __shared__ __align__(1024) uint8_t smem[];
 
-    griddep_wait(); /* the scheduler's status, splits and tiles */
+    griddep_wait(); /* the scheduler's status, splits and tiles; Q, the cache */
+    if (p.self_schedule && launch_matches<FMT, BN>(p))
+        self_schedule(p, BN, smem_u32(smem) + kSched);
     {
         Cta c0;
         if (!cta_setup<FMT, BN>(p, c0))

@@ -12,22 +12,24 @@
 
 #include "mla_params.h"
 #include "ptx.cuh"
+#include "schedule.cuh"
 
 namespace mla {
 
 /* Where the rows of this CTA go: its request's out/lse when it has a
  * single split, else the split's fp32 partials.  Recomputed from the grid
+ * and the schedule (`sched`: the CTA's self-schedule words, schedule.cuh)
  * rather than kept live across the main loop (registers). */
 struct OutTarget {
     int b, split, kh;
     bool final_out;
 
-    MLA_DEV explicit OutTarget(const mla_decode_params &p)
+    MLA_DEV OutTarget(const mla_decode_params &p, uint32_t sched)
     {
         b = (int)blockIdx.z / p.max_splits;
         split = (int)blockIdx.z - b * p.max_splits;
         kh = (int)blockIdx.y;
-        final_out = ((const int32_t *)((const uint8_t *)p.workspace + p.ws_splits))[b] == 1;
+        final_out = request_splits(p, sched, b) == 1;
     }
 
     /* Row index into out ([b][qi][h]) or the partials ([b][split][qi][h])
@@ -76,11 +78,11 @@ MLA_DEV float inv_sum(const mla_decode_params &p, float l)
  * columns 256 ch + 8 nt + 2 tq (+1); m: the rows' running maxima (log2
  * units), l: their full softmax sums.
  */
-MLA_DEV void write_output(const mla_decode_params &p, const float (&o)[32][4],
+MLA_DEV void write_output(const mla_decode_params &p, uint32_t sched, const float (&o)[32][4],
                           const float (&m)[2], const float (&l)[2], int row0, uint32_t ch,
                           uint32_t tq)
 {
-    const OutTarget out(p);
+    const OutTarget out(p, sched);
     const int rowc = (int)blockIdx.x * MLA_BLOCK_M + row0;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -111,10 +113,10 @@ MLA_DEV void write_output(const mla_decode_params &p, const float (&o)[32][4],
  * st + n * stride, 512 floats) to out or the partials, by `nthreads`
  * threads with 16-byte reads; LSE is the caller's (write_lse).
  */
-MLA_DEV void write_staged_rows(const mla_decode_params &p, uint32_t st, uint32_t stride,
-                               int nrows, uint32_t tid, uint32_t nthreads)
+MLA_DEV void write_staged_rows(const mla_decode_params &p, uint32_t sched, uint32_t st,
+                               uint32_t stride, int nrows, uint32_t tid, uint32_t nthreads)
 {
-    const OutTarget out(p);
+    const OutTarget out(p, sched);
     const int rowc = (int)blockIdx.x * MLA_BLOCK_M;
     for (uint32_t k = tid; k < (uint32_t)nrows * 128u; k += nthreads) {
         const int n = (int)(k >> 7);

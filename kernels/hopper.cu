@@ -98,8 +98,12 @@ MLA_DEV void decode(const mla_hopper_params &hp)
 {
     using R = Regs;
     const mla_decode_params &p = hp.p;
-    griddep_wait(); /* the scheduler's status, splits and tiles */
+    griddep_wait(); /* the scheduler's status, splits and tiles; Q, the cache */
     Cta c0;
+    if (p.self_schedule && launch_matches<FMT, NARROW>(p)) {
+        layout<FMT, NARROW>(c0);
+        self_schedule(p, kBN, c0.sched());
+    }
     if (!setup<FMT, NARROW>(p, c0))
         return;
     if (threadIdx.x == 0)

@@ -28,9 +28,10 @@ constexpr uint32_t kChunk = 8192, kTile = MLA_HOPPER_TILE_BYTES;
  *   q            80  the converter warpgroup wrote Q
  *   converted    88  wide FP8: [2][3] chunk groups; narrow BF16: unused
  *   flags       136  one word per consumer warpgroup
- *   merge[3]    144  narrow FP8: the warpgroups' merge steps */
+ *   merge[3]    144  narrow FP8: the warpgroups' merge steps
+ *   sched       224  self-scheduling's decision (schedule.cuh, 16 bytes) */
 constexpr uint32_t kBarLoaded = 0, kBarFree = 40, kBarQ = 80, kBarConverted = 88,
-                   kFlags = 136, kBarMerge = 144;
+                   kFlags = 136, kBarMerge = 144, kSched = 224;
 /* Chunk groups the wide converter releases one by one (QK starts on the
  * first while the rest is converted): E4M3 chunks {0-2, 3-5, 6-8}, DS_MLA
  * nope chunks {0-2, 3-5, 6-7}. */
@@ -64,19 +65,23 @@ struct Cta : CtaWork {
     MLA_DEV uint32_t scales(uint32_t s) const { return sscl + s * scl_stride; }
     /* loaded (full) and free (empty) barriers of the stage ring */
     MLA_DEV Pipe pipe() const { return Pipe{bars + kBarLoaded, bars + kBarFree}; }
+    MLA_DEV uint32_t sched() const { return bars + kSched; }
 };
 
-/* The work of this CTA and its buffers; false if it has nothing to do
- * (uniform over the CTA).  NARROW picks the layout. */
+/* Whether this launch matches the instantiation (else it does nothing
+ * rather than hang or overrun shared memory). */
 template <int FMT, bool NARROW>
-MLA_DEV bool setup(const mla_decode_params &p, Cta &c)
+MLA_DEV bool launch_matches(const mla_decode_params &p)
+{
+    return p.kv_format == FMT && p.block_n == (int)kBN && p.num_stages == (int)kStages &&
+           p.page_size >= (int)kBN && (!NARROW || p.rows <= MLA_NARROW_ROWS);
+}
+
+/* The buffers of the layout (every field but the CtaWork ones). */
+template <int FMT, bool NARROW>
+MLA_DEV void layout(Cta &c)
 {
     extern __shared__ __align__(1024) uint8_t smem[];
-    if (p.kv_format != FMT || p.block_n != (int)kBN || p.num_stages != (int)kStages ||
-        p.page_size < (int)kBN || (NARROW && p.rows > MLA_NARROW_ROWS))
-        return false;
-    if (!cta_work(p, kBN, c))
-        return false;
     const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;
     c.sq = base;
     c.sstride = kTile;
@@ -106,7 +111,17 @@ MLA_DEV bool setup(const mla_decode_params &p, Cta &c)
         c.xchg = base + MLA_HOPPER_OFF_XCHG;
         c.bars = base + MLA_HOPPER_OFF_BARS;
     }
-    return true;
+}
+
+/* The work of this CTA and its buffers; false if it has nothing to do
+ * (uniform over the CTA).  NARROW picks the layout. */
+template <int FMT, bool NARROW>
+MLA_DEV bool setup(const mla_decode_params &p, Cta &c)
+{
+    if (!launch_matches<FMT, NARROW>(p))
+        return false;
+    layout<FMT, NARROW>(c);
+    return cta_work(p, kBN, c.sched(), c);
 }
 
 } /* namespace hopper */

@@ -216,7 +216,7 @@ struct WideConsumer {
         bar_sync(kNbSum, 256);
         lsum[0] += lds_f32(other);
         lsum[1] += lds_f32(other + 32u);
-        write_output(p, o, sm.m, lsum, row0, wg, tq);
+        write_output(p, c.sched(), o, sm.m, lsum, row0, wg, tq);
     }
 };
 

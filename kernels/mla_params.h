@@ -69,6 +69,9 @@ struct mla_decode_params {
     int32_t num_stages;    /* shared-memory stages, 1..MLA_MAX_STAGES */
     int32_t max_splits;    /* grid.z = batch * max_splits */
     int32_t target_ctas;   /* CTAs the scheduler aims to fill (SMs x occupancy) */
+    int32_t min_split_tiles; /* fewest KV tiles per split the scheduler makes (>= 1) */
+    int32_t self_schedule; /* non-zero: no mla_schedule; each decode CTA decides
+                              (schedule.cuh self_schedule()) */
 
     /* Scales. */
     float score_scale_log2; /* softmax_scale * kv_scale * log2(e); DS_MLA RoPE is
@@ -121,6 +124,11 @@ struct mla_append_params {
  *   A CTA exits at once (writing nothing) if the status word is not 0 or
  *   its split >= ws_splits[b].  With ws_splits[b] == 1 it writes out and
  *   lse; otherwise ws_oaccum / ws_lseaccum of its split.
+ *   With self_schedule set there is no mla_schedule and no memset: every
+ *   CTA validates the whole call and computes its request's split itself
+ *   (kernels/schedule.cuh); the first CTA of request b writes ws_splits[b]
+ *   and ws_tiles[b], CTA (0, 0, 0) the status word, so that mla_combine
+ *   and mla_workspace_status see the same as after mla_schedule.
  *   Needs kv_format == f, block_n == BN, 16-byte aligned q and kv,
  *   scales != 0 iff scales_per_row > 0 (E4M3 with a scale block).
  *
@@ -137,6 +145,7 @@ struct mla_append_params {
  *
  * Workspace (byte offsets in the params, each 256-byte aligned):
  *   [0, 4)      int32 status, zeroed by the host before mla_schedule
+ *               (self-scheduled: written by the decode kernel)
  *   ws_splits   int32 [batch]  splits of request b (>= 1), by mla_schedule
  *   ws_tiles    int32 [batch]  KV tiles per split of request b (0 if len 0)
  *   ws_oaccum   fp32 [batch, max_splits, q_len, h_q, 512]: the split's O
@@ -150,6 +159,10 @@ struct mla_append_params {
  */
 #define MLA_DECODE_THREADS 512 /* warps 0-7 MMA, 8-11 convert, 12 load, 13-15 idle */
 #define MLA_MAX_SPLITS 64
+/* Fewest KV tiles per split by default, and the most MLA_SPLIT_MIN_TILES
+ * may ask for. */
+#define MLA_SPLIT_MIN_TILES 4
+#define MLA_MAX_SPLIT_MIN_TILES 64
 #define MLA_MAX_STAGES 4
 #define MLA_COMBINE_COL_BLOCKS 4 /* mla_combine's grid.z: 128 columns each */
 

@@ -10,6 +10,7 @@
 #ifndef MLA_SCHEDULE_CUH
 #define MLA_SCHEDULE_CUH
 
+#include "mla.h"
 #include "mla_params.h"
 #include "ptx.cuh"
 
@@ -34,25 +35,149 @@ MLA_DEV int ld_volatile_s32(const int32_t *p)
     return v;
 }
 
+/* ---- the split choice, shared by mla_schedule and self-scheduling ---- */
+
+/* Longest valid length: the plan's bound and the block table's. */
+MLA_DEV long long len_limit(const mla_decode_params &p)
+{
+    const long long cap_pages = (long long)p.max_pages_per_seq * p.page_size;
+    return cap_pages < p.max_seq_len ? cap_pages : (long long)p.max_seq_len;
+}
+
+/* KV tiles per split, from the batch's total tiles: enough splits to fill
+ * target_ctas CTAs, but at least min_split_tiles tiles each (each extra
+ * split costs a 512-wide fp32 partial per row and a longer combine). */
+MLA_DEV long long split_target(const mla_decode_params &p, long long tiles)
+{
+    const long long total = tiles * p.m_blocks * p.h_kv;
+    const long long ctas = p.target_ctas > 0 ? p.target_ctas : 1;
+    const long long t = (total + ctas - 1) / ctas;
+    return t < p.min_split_tiles ? (long long)p.min_split_tiles : t;
+}
+
+/* Splits *ns and tiles per split *tps of a request of len > 0 keys; no
+ * split is left empty. */
+MLA_DEV void split_request(const mla_decode_params &p, int len, int bn, long long target,
+                           int &ns, int &tps)
+{
+    const int max_splits = p.max_splits < 1 ? 1 : p.max_splits;
+    const long long nt = (len + bn - 1) / bn;
+    long long s = (nt + target - 1) / target;
+    s = s < 1 ? 1 : s > max_splits ? max_splits : s;
+    tps = (int)((nt + s - 1) / s);
+    ns = (int)((nt + tps - 1) / tps);
+}
+
+/* Whether this lane finds a block-table entry of request b (len keys,
+ * valid) outside [0, num_pages); the lanes of a warp cover every page. */
+MLA_DEV bool bad_pages(const mla_decode_params &p, int b, int len, uint32_t lane)
+{
+    const int32_t *bt = (const int32_t *)p.block_table + (int64_t)b * p.max_pages_per_seq;
+    const int npages = (int)(((int64_t)len + p.page_size - 1) >> p.page_shift);
+    bool bad = false;
+    for (int pg = (int)lane; pg < npages; pg += 32) {
+        const int32_t e = bt[pg];
+        bad |= e < 0 || (int64_t)e >= p.num_pages;
+    }
+    return bad;
+}
+
+/*
+ * Self-scheduling (p.self_schedule, small batches): every decode CTA
+ * makes mla_schedule's decision itself, so a call is two launches and no
+ * memset.  Each CTA validates every request (the host allows it only
+ * while that is a few thousand block-table entries) so that all of them
+ * agree, before anything is written, on whether the call is valid.  The
+ * decision stays in four words of the CTA's shared memory (`slot`, in its
+ * barrier block); the first CTA of each request also stores its split and
+ * tile counts in the workspace for mla_combine, and CTA (0, 0, 0) the
+ * status word, which so needs no zeroing.  Called by every thread of the
+ * CTA, before the warp roles split.
+ */
+constexpr uint32_t kSchedStatus = 0, kSchedSplits = 4, kSchedTiles = 8, kSchedTotal = 12;
+
+MLA_DEV void self_schedule(const mla_decode_params &p, int bn, uint32_t slot)
+{
+    const uint32_t lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const int32_t *lens = (const int32_t *)p.seq_lens;
+    if (threadIdx.x == 0)
+        sts32(slot + kSchedTotal, 0u);
+    __syncthreads();
+    const long long limit = len_limit(p);
+    bool bad = false;
+    uint32_t tiles = 0;
+    for (int b = (int)warp; b < p.batch; b += (int)nwarps) {
+        const int len = lens[b];
+        if (len < 0 || len > limit) {
+            bad = true;
+            continue;
+        }
+        tiles += (uint32_t)((len + bn - 1) / bn);
+        bad |= bad_pages(p, b, len, lane);
+    }
+    /* The host bounds batch x tiles far below 2^32. */
+    if (lane == 0 && tiles)
+        asm volatile("red.shared.add.u32 [%0], %1;" ::"r"(slot + kSchedTotal), "r"(tiles)
+                     : "memory");
+    const bool any_bad = __syncthreads_or(bad) != 0;
+    if (threadIdx.x == 0) {
+        const int b = (int)blockIdx.z / p.max_splits;
+        const int len = lens[b];
+        int ns = 1, tps = 0;
+        if (!any_bad && len > 0)
+            split_request(p, len, bn, split_target(p, lds32(slot + kSchedTotal)), ns, tps);
+        const int status = any_bad ? (int)MLA_STATUS_OUT_OF_BOUNDS : 0;
+        sts32(slot + kSchedStatus, (uint32_t)status);
+        sts32(slot + kSchedSplits, (uint32_t)ns);
+        sts32(slot + kSchedTiles, (uint32_t)tps);
+        if (blockIdx.x == 0 && blockIdx.y == 0 && (int)blockIdx.z == b * p.max_splits) {
+            uint8_t *ws = (uint8_t *)p.workspace;
+            ((int32_t *)(ws + p.ws_splits))[b] = ns;
+            ((int32_t *)(ws + p.ws_tiles))[b] = tps;
+            if (b == 0)
+                *(int32_t *)ws = status;
+        }
+    }
+    __syncthreads();
+}
+
+/* Splits of this CTA's request: from the CTA's own decision (`slot`) when
+ * self-scheduled, else from mla_schedule's.  Read where needed rather than
+ * kept live. */
+MLA_DEV int request_splits(const mla_decode_params &p, uint32_t slot, int b)
+{
+    if (p.self_schedule)
+        return (int)lds32(slot + kSchedSplits);
+    return ld_volatile_s32((const int32_t *)((const uint8_t *)p.workspace + p.ws_splits) + b);
+}
+
 /*
  * Fills w; false if the CTA has nothing to do (bad input anywhere, or a
- * split past its request's split count).  Uniform over the CTA.  Only
- * reads the workspace the scheduler wrote (so after griddep_wait) and
- * seq_lens.
+ * split past its request's split count).  Uniform over the CTA.  Reads
+ * the decision of self_schedule() in `slot`, or the workspace mla_schedule
+ * wrote (so after griddep_wait), and seq_lens.
  */
-MLA_DEV bool cta_work(const mla_decode_params &p, int bn, CtaWork &w)
+MLA_DEV bool cta_work(const mla_decode_params &p, int bn, uint32_t slot, CtaWork &w)
 {
     const uint8_t *ws = (const uint8_t *)p.workspace;
-    if (ld_volatile_s32((const int32_t *)ws) != 0)
-        return false; /* bad input somewhere: write nothing */
     w.b = (int)blockIdx.z / p.max_splits;
     w.split = (int)blockIdx.z - w.b * p.max_splits;
     w.kh = (int)blockIdx.y;
-    w.nsplit = ld_volatile_s32((const int32_t *)(ws + p.ws_splits) + w.b);
+    int tps;
+    if (p.self_schedule) {
+        if (lds32(slot + kSchedStatus) != 0)
+            return false; /* bad input somewhere: write nothing */
+        w.nsplit = (int)lds32(slot + kSchedSplits);
+        tps = (int)lds32(slot + kSchedTiles);
+    } else {
+        if (ld_volatile_s32((const int32_t *)ws) != 0)
+            return false;
+        w.nsplit = ld_volatile_s32((const int32_t *)(ws + p.ws_splits) + w.b);
+        tps = ld_volatile_s32((const int32_t *)(ws + p.ws_tiles) + w.b);
+    }
     if (w.split >= w.nsplit)
         return false;
     w.len = ld_volatile_s32((const int32_t *)p.seq_lens + w.b);
-    const int tps = ld_volatile_s32((const int32_t *)(ws + p.ws_tiles) + w.b);
     const int ntiles = (w.len + bn - 1) / bn;
     w.m_base = (int)blockIdx.x * MLA_BLOCK_M;
     w.rows_here = min(MLA_BLOCK_M, p.rows - w.m_base);

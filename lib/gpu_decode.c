@@ -15,10 +15,11 @@
 #include "gpu_internal.h"
 
 /* Programmatic dependent launch (PDL) of the decode kernel behind
- * mla_schedule and of mla_combine behind the decode kernel: every kernel
- * starts with griddepcontrol.wait (kernels/mla_params.h), so the overlap
- * only hides launch latency.  mla_schedule itself follows the memset of
- * the status word with an ordinary stream dependency. */
+ * mla_schedule (self-scheduled: behind whatever kernel precedes the call)
+ * and of mla_combine behind the decode kernel: every kernel starts with
+ * griddepcontrol.wait (kernels/mla_params.h), so the overlap only hides
+ * launch latency.  mla_schedule itself follows the memset of the status
+ * word with an ordinary stream dependency. */
 #define MLA_GPU_PDL_DECODE 1
 
 #define MLA_APPEND_MAX_GRID_X 0x7fffffffLL
@@ -143,12 +144,17 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a)
     mla_status_t st = mla__gpu_push(ctx);
     if (st != MLA_STATUS_SUCCESS)
         return st;
+    /* Self-scheduled plans skip the memset and mla_schedule: the decode
+     * kernel writes the status word itself. */
     const char *what = "cuMemsetD32Async(workspace status)";
-    CUresult r = cu->p_cuMemsetD32Async((CUdeviceptr)p.workspace, 0, 1, stream);
-    if (r == CUDA_SUCCESS) {
-        const unsigned sgrid[3] = {gp->schedule_grid, 1, 1};
-        what = "cuLaunchKernelEx(mla_schedule)";
-        r = launch(cu, g->schedule.fn, sgrid, MLA_SCHEDULE_THREADS, 0, stream, 0, &p);
+    CUresult r = CUDA_SUCCESS;
+    if (!p.self_schedule) {
+        r = cu->p_cuMemsetD32Async((CUdeviceptr)p.workspace, 0, 1, stream);
+        if (r == CUDA_SUCCESS) {
+            const unsigned sgrid[3] = {gp->schedule_grid, 1, 1};
+            what = "cuLaunchKernelEx(mla_schedule)";
+            r = launch(cu, g->schedule.fn, sgrid, MLA_SCHEDULE_THREADS, 0, stream, 0, &p);
+        }
     }
     if (r == CUDA_SUCCESS) {
         if (use_hopper) {

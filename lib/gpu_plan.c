@@ -204,6 +204,44 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
     return MLA_STATUS_SUCCESS;
 }
 
+/*
+ * Self-scheduling (kernels/schedule.cuh): each decode CTA validates every
+ * request and makes the split decision itself, so a call is two launches
+ * (decode, combine) instead of a memset and three.  Worth it for small
+ * batches, where launches are much of the call; each CTA then reads every
+ * length and block-table entry, so only while those are few.
+ */
+#define MLA_SELF_SCHEDULE_MAX_BATCH 16
+#define MLA_SELF_SCHEDULE_MAX_PAGES 4096
+
+/* MLA_SCHEDULE: unset, empty or "auto" 0, "separate" 1, "fused" 2; -1
+ * for anything else. */
+static int schedule_choice(void)
+{
+    const char *env = getenv("MLA_SCHEDULE");
+    if (!env || !*env || strcmp(env, "auto") == 0)
+        return 0;
+    if (strcmp(env, "separate") == 0)
+        return 1;
+    if (strcmp(env, "fused") == 0)
+        return 2;
+    return -1;
+}
+
+/* MLA_SPLIT_MIN_TILES: the fewest KV tiles per split (1..64), or 0 when
+ * unset; -1 for anything else. */
+static int split_min_tiles_env(void)
+{
+    const char *env = getenv("MLA_SPLIT_MIN_TILES");
+    if (!env || !*env)
+        return 0;
+    char *end = NULL;
+    const long v = strtol(env, &end, 10);
+    if (*end || v < 1 || v > MLA_MAX_SPLIT_MIN_TILES)
+        return -1;
+    return (int)v;
+}
+
 static int32_t ceil_div(int64_t a, int64_t b)
 {
     return (int32_t)((a + b - 1) / b);
@@ -281,6 +319,25 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     if (splits < 1)
         splits = 1;
 
+    const int min_tiles = split_min_tiles_env();
+    if (min_tiles < 0)
+        return mla__ctx_fail(ctx, MLA_STATUS_INVALID_ARGUMENT,
+                             "mla_plan_create: MLA_SPLIT_MIN_TILES=%s (an integer in 1..%d)",
+                             getenv("MLA_SPLIT_MIN_TILES"), MLA_MAX_SPLIT_MIN_TILES);
+    const int sched = schedule_choice();
+    if (sched < 0)
+        return mla__ctx_fail(ctx, MLA_STATUS_INVALID_ARGUMENT,
+                             "mla_plan_create: MLA_SCHEDULE=%s (auto, separate or fused)",
+                             getenv("MLA_SCHEDULE"));
+    const int64_t pages = (int64_t)batch * ceil_div(plan->max_seq_len, s->page_size);
+    const int fusable = batch <= MLA_SELF_SCHEDULE_MAX_BATCH && pages <= MLA_SELF_SCHEDULE_MAX_PAGES;
+    if (sched == 2 && !fusable)
+        return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
+                             "mla_plan_create: MLA_SCHEDULE=fused needs a batch of at most %d "
+                             "and at most %d pages in all (batch %d, %lld pages)",
+                             MLA_SELF_SCHEDULE_MAX_BATCH, MLA_SELF_SCHEDULE_MAX_PAGES, batch,
+                             (long long)pages);
+
     struct mla_gpu_plan *gp = calloc(1, sizeof(*gp));
     if (!gp)
         return mla__ctx_fail(ctx, MLA_STATUS_OUT_OF_MEMORY, "mla_plan_create: out of memory");
@@ -329,6 +386,8 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     p->num_stages = stages;
     p->max_splits = (int32_t)splits;
     p->target_ctas = g->sm_count * occ;
+    p->min_split_tiles = min_tiles ? min_tiles : MLA_SPLIT_MIN_TILES;
+    p->self_schedule = sched == 2 || (sched == 0 && fusable);
     const double kv_scale = s->kv_format == MLA_FMT_BF16 ? 1.0 : s->kv_scale;
     p->score_scale_log2 = (float)(mla__softmax_scale(s) * kv_scale * 1.4426950408889634);
     p->out_scale = (float)kv_scale;

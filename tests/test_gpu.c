@@ -882,16 +882,20 @@ START_TEST(graph_replay)
     c.h_kv = 1;
     c.q_len = 2;
     c.causal = 1;
+    const int fused = _i >= 4;
     c.mode = _i % 2 == 0 ? M_BF16 : M_G64;
-    c.page = _i < 2 ? 16 : 64; /* 64: the sm_90a kernel where there is one */
+    c.page = _i % 4 < 2 ? 16 : 64; /* 64: the sm_90a kernel where there is one */
     c.batch = 4;
     memcpy(c.lens, lens1, sizeof(lens1));
-    snprintf(c.name, sizeof(c.name), "graph %s P%d", modes[c.mode].name, c.page);
+    snprintf(c.name, sizeof(c.name), "graph %s P%d %s", modes[c.mode].name, c.page,
+             fused ? "fused" : "separate");
     build_problem(&p, &c, fill, 0);
-    if (_i >= 2 && g_hopper)
+    if (_i % 4 >= 2 && g_hopper)
         setenv("MLA_KERNEL", "hopper", 1);
+    setenv("MLA_SCHEDULE", fused ? "fused" : "separate", 1);
     mla_plan_t *plan = gpu_plan(&p, 300);
     unsetenv("MLA_KERNEL");
+    unsetenv("MLA_SCHEDULE");
     REQUIRE(plan, "plan");
     size_t ws_bytes = 0;
     devmem_ptr ws = gpu_workspace(plan, &ws_bytes);
@@ -955,8 +959,9 @@ static int all_ff(const void *buf, size_t n)
 
 START_TEST(device_validation)
 {
-    /* Two configs: BF16 with short lengths, FP8 with long ones (splits). */
-    const int cfgi = _i / OOB_KINDS, kind = _i % OOB_KINDS;
+    /* Two configs: BF16 with short lengths, FP8 with long ones (splits);
+     * each with the separate scheduler kernel and self-scheduled. */
+    const int fused = _i % 2, cfgi = _i / 2 / OOB_KINDS, kind = _i / 2 % OOB_KINDS;
     static struct kcase c;
     struct prob p;
     watchdog("device_validation", _i);
@@ -973,12 +978,15 @@ START_TEST(device_validation)
     const int32_t base[2][3] = {{10, 50, 90}, {1000, 2000, 5}};
     const int plan_max = cfgi == 0 ? 100 : 2048;
     memcpy(c.lens, base[cfgi], sizeof(base[cfgi]));
-    snprintf(c.name, sizeof(c.name), "validation %s: %s", modes[c.mode].name, oob_names[kind]);
+    snprintf(c.name, sizeof(c.name), "validation %s %s: %s", modes[c.mode].name,
+             fused ? "fused" : "separate", oob_names[kind]);
     /* Pages per sequence: one more than the plan bound needs, so that a
      * length just past the bound is still covered by the block table. */
     int mpps = (plan_max + c.page - 1) / c.page + 1;
     build_problem(&p, &c, NULL, mpps);
+    setenv("MLA_SCHEDULE", fused ? "fused" : "separate", 1);
     mla_plan_t *plan = gpu_plan(&p, plan_max);
+    unsetenv("MLA_SCHEDULE"); /* read at plan creation only */
     REQUIRE(plan, "plan");
     size_t ws_bytes = 0;
     devmem_ptr ws = gpu_workspace(plan, &ws_bytes);
@@ -1016,7 +1024,8 @@ START_TEST(device_validation)
     DM_OK(devmem_htod(p.d_lens, lens, sizeof(lens)));
     DM_OK(devmem_memset8(p.d_out, 0xff, p.out_elems * 2));
     DM_OK(devmem_memset8(p.d_lse, 0xff, p.lse_elems * 4));
-    DM_OK(devmem_memset8(ws, 0, ws_bytes));
+    /* A workspace of garbage: the status word must not need zeroing. */
+    DM_OK(devmem_memset8(ws, 0x5a, ws_bytes));
     DM_OK(devmem_sync());
 
     ST_OK(g_gpu, mla_decode(plan, DPTR(p.d_q), DPTR(p.d_kv), p.spr ? DPTR(p.d_sc) : NULL,
@@ -1265,12 +1274,12 @@ static Suite *gpu_suite(void)
 
     tc = tcase_create("graph");
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, graph_replay, 0, 4);
+    tcase_add_loop_test(tc, graph_replay, 0, 8);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("validation");
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, device_validation, 0, g_quick ? OOB_KINDS : 2 * OOB_KINDS);
+    tcase_add_loop_test(tc, device_validation, 0, g_quick ? 2 * OOB_KINDS : 4 * OOB_KINDS);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("kernel choice");

@@ -137,6 +137,7 @@ MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid
         load_q_permuted(p, c, tid);
     else
         load_q(p, c, tid, NARROW ? MLA_NARROW_ROWS : MLA_BLOCK_M);
+    cp_async_wait_all();
     fence_proxy_async(); /* wgmma reads the tile through the async proxy */
     mbar_arrive(c.bars + kBarQ);
     /* BF16 needs no conversion; narrow FP8 tiles are converted by the

@@ -82,35 +82,22 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
  * into the swizzled Q tile (chunks of c.qchunk bytes); rows past rows_here
  * are zeros (their scores are never used, but must not be NaN garbage
  * inside the MMA).  nrows x 72 granules of 16 bytes, up to 36 per thread
- * of the converter warpgroup. */
+ * of the converter warpgroup, all in flight at once as cp.async copies
+ * (through registers, 56 a thread allow six at a time: six round trips to
+ * memory, most of a short CTA's start).  The caller waits for them
+ * (cp_async_wait_all). */
 MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid, int nrows)
 {
     const uint8_t *q = (const uint8_t *)p.q;
     const uint32_t n = 72u * (uint32_t)nrows;
-#pragma unroll
-    for (int k0 = 0; k0 < 36; k0 += 6) {
-        if (128u * k0 >= n)
-            break;
-        uint4 v[6];
-#pragma unroll
-        for (int k = 0; k < 6; k++) {
-            const uint32_t i = tid + 128u * (k0 + k);
-            const int r = (int)(i / 72u);
-            const uint32_t gi = i % 72u;
-            v[k] = make_uint4(0u, 0u, 0u, 0u);
-            if (i < n && r < c.rows_here)
-                v[k] = ldg128_nc(q + q_row_index(p, c, r) * (MLA_D_QK * 2) + gi * 16u);
-        }
-#pragma unroll
-        for (int k = 0; k < 6; k++) {
-            const uint32_t i = tid + 128u * (k0 + k);
-            const uint32_t r = i / 72u, gi = i % 72u;
-            if (i >= n)
-                break;
-            const uint32_t dst = c.sq + (gi >> 3) * c.qchunk + (r >> 3) * 1024u +
-                                 (r & 7u) * 128u + (((gi & 7u) ^ (r & 7u)) << 4);
-            sts128(dst, v[k].x, v[k].y, v[k].z, v[k].w);
-        }
+#pragma unroll 4
+    for (uint32_t i = tid; i < n; i += 128u) {
+        const uint32_t r = i / 72u, gi = i % 72u;
+        const bool live = (int)r < c.rows_here;
+        const uint8_t *src = live ? q + q_row_index(p, c, (int)r) * (MLA_D_QK * 2) + gi * 16u : q;
+        const uint32_t dst = c.sq + (gi >> 3) * c.qchunk + (r >> 3) * 1024u + (r & 7u) * 128u +
+                             (((gi & 7u) ^ (r & 7u)) << 4);
+        cp_async_16z(dst, src, live ? 16u : 0u);
     }
 }
 
@@ -121,8 +108,9 @@ MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid, int 
  * thread quad t holds at its fragment positions 2t, 2t + 1 the dims 16 t +
  * 4 s, + 1, and at 2t + 8, 2t + 9 the dims 16 t + 4 s + 2, + 3.  Stored
  * granule (8 columns j = 8 h .. 8 h + 7 of step s) of a row is therefore
- * the bf16 pairs at dims 16 t + 4 s + 2 h, t = 0..3: four 4-byte loads.
- * 16 x 72 granules, 9 per thread; rows past rows_here are zeros.
+ * the bf16 pairs at dims 16 t + 4 s + 2 h, t = 0..3: four 4-byte copies.
+ * 16 x 72 granules, 9 per thread, all in flight; rows past rows_here are
+ * zeros.  The caller waits (cp_async_wait_all).
  */
 MLA_DEV void load_q_permuted(const mla_decode_params &p, const Cta &c, uint32_t tid)
 {
@@ -130,17 +118,17 @@ MLA_DEV void load_q_permuted(const mla_decode_params &p, const Cta &c, uint32_t 
     for (uint32_t k = 0; k < 9; k++) {
         const uint32_t i = tid + 128u * k;
         const uint32_t r = i / 72u, gi = i % 72u, ch = gi >> 3, s = (gi & 7u) >> 1, h = gi & 1u;
-        uint32_t v[4] = {0u, 0u, 0u, 0u};
-        if ((int)r < c.rows_here) {
-            const uint32_t *q = (const uint32_t *)((const uint8_t *)p.q +
-                                                   q_row_index(p, c, (int)r) * (MLA_D_QK * 2));
-#pragma unroll
-            for (uint32_t t = 0; t < 4; t++)
-                v[t] = __ldg(q + 32u * ch + 8u * t + 2u * s + h);
-        }
+        const bool live = (int)r < c.rows_here;
+        const uint32_t *q = (const uint32_t *)p.q;
+        if (live)
+            q = (const uint32_t *)((const uint8_t *)p.q +
+                                   q_row_index(p, c, (int)r) * (MLA_D_QK * 2)) +
+                32u * ch + 2u * s + h;
         const uint32_t dst = c.sq + ch * c.qchunk + (r >> 3) * 1024u + (r & 7u) * 128u +
                              (((gi & 7u) ^ (r & 7u)) << 4);
-        sts128(dst, v[0], v[1], v[2], v[3]);
+#pragma unroll
+        for (uint32_t t = 0; t < 4; t++)
+            cp_async_4z(dst + 4u * t, live ? q + 8u * t : q, live ? 4u : 0u);
     }
 }
 

@@ -126,6 +126,30 @@ MLA_DEV void cp_async_4(uint32_t dst, const void *src)
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
 }
 
+/* 16-byte asynchronous copy through L2 (.cg); the bytes past src_bytes
+ * (16 or 0) are written as zeros, and with 0 nothing is read. */
+MLA_DEV void cp_async_16z(uint32_t dst, const void *src, uint32_t src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+/* 4-byte asynchronous copy, zero-filled like cp_async_16z. */
+MLA_DEV void cp_async_4z(uint32_t dst, const void *src, uint32_t src_bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+/* Waits for all of this thread's cp.async copies; their data is then
+ * visible to it (and, after a barrier, to the CTA). */
+MLA_DEV void cp_async_wait_all()
+{
+    asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
 /* The barrier receives one arrival (counted in its expected count: .noinc)
  * once all of this thread's earlier cp.async copies have completed; their
  * data is then visible to threads that observe the phase completion. */

@@ -45,6 +45,7 @@
  */
 #include "mla_params.h"
 #include "ptx.cuh"
+#include "trace.cuh"
 
 /* Only sm_90a has wgmma; other targets get empty kernels. */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -98,7 +99,13 @@ MLA_DEV void decode(const mla_hopper_params &hp)
 {
     using R = Regs;
     const mla_decode_params &p = hp.p;
+    if (threadIdx.x == 0) {
+        MLA_STAMP(0);
+        MLA_STAMP_NS(0);
+    }
     griddep_wait(); /* the scheduler's status, splits and tiles; Q, the cache */
+    if (threadIdx.x == 0)
+        MLA_STAMP(1);
     Cta c0;
     if (p.self_schedule && launch_matches<FMT, NARROW>(p)) {
         layout<FMT, NARROW>(c0);
@@ -109,6 +116,8 @@ MLA_DEV void decode(const mla_hopper_params &hp)
     if (threadIdx.x == 0)
         init_barriers<FMT, NARROW>(c0);
     __syncthreads();
+    if (threadIdx.x == 0)
+        MLA_STAMP(2);
 
     /* Warp index made visibly uniform, so each role is one branch. */
     const uint32_t warp = __shfl_sync(0xffffffffu, threadIdx.x >> 5, 0);
@@ -138,6 +147,11 @@ MLA_DEV void decode(const mla_hopper_params &hp)
             load_role<FMT, NARROW>(hp, c);
         }
     }
+#ifdef MLA_TRACE
+    __syncthreads();
+    if (threadIdx.x == 0)
+        MLA_TRACE_PRINT(NARROW ? "narrow" : "wide");
+#endif
 }
 
 } /* namespace hopper */

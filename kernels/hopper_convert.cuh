@@ -12,6 +12,7 @@
 #define MLA_HOPPER_CONVERT_CUH
 
 #include "hopper_layout.cuh"
+#include "trace.cuh"
 #include "hopper_load.cuh"
 #include "convert.cuh"
 
@@ -138,6 +139,8 @@ MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid
     else
         load_q(p, c, tid, NARROW ? MLA_NARROW_ROWS : MLA_BLOCK_M);
     cp_async_wait_all();
+    if (tid == 0)
+        MLA_STAMP(4); /* Q landed */
     fence_proxy_async(); /* wgmma reads the tile through the async proxy */
     mbar_arrive(c.bars + kBarQ);
     /* BF16 needs no conversion; narrow FP8 tiles are converted by the

@@ -9,6 +9,7 @@
 #define MLA_HOPPER_LOAD_CUH
 
 #include "hopper_layout.cuh"
+#include "trace.cuh"
 
 namespace mla {
 namespace hopper {
@@ -73,6 +74,8 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
             tma_load_3d(scl, map1, 512, c.kh, row0, bar, pol);
             tma_load_3d(dst + 8u * 4096u, map2, 528, c.kh, row0, bar, pol);
         }
+        if (t == c.t0)
+            MLA_STAMP(3); /* the first tile's copies issued */
         page = next;
         st.advance(kNumStages<FMT, NARROW>);
     }

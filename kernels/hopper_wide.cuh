@@ -22,6 +22,7 @@
 #include "wgmma.cuh"
 #include "softmax.cuh"
 #include "epilogue.cuh"
+#include "trace.cuh"
 
 namespace mla {
 namespace hopper {
@@ -95,6 +96,8 @@ struct WideConsumer {
         const uint32_t loaded = c.pipe().full_bar(st);
         if (FMT == MLA_FMT_BF16) {
             mbar_wait(loaded, st.phase);
+            if (tid == 0 && t == c.t0)
+                MLA_STAMP(8); /* the first tile landed */
             const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
             if (nvalid < kBN)
                 zero_tail(stg, nvalid, tid);
@@ -197,7 +200,11 @@ struct WideConsumer {
     MLA_DEV void run()
     {
         mbar_wait(c.bars + kBarQ, 0);
+        if (tid == 0)
+            MLA_STAMP(5);
         consume_tiles(*this, c.t0, c.t1);
+        if (tid == 0)
+            MLA_STAMP(6);
 
         /* The combine kernel may start launching; its griddepcontrol.wait
          * still waits for this grid to finish and its writes to be
@@ -217,6 +224,10 @@ struct WideConsumer {
         lsum[0] += lds_f32(other);
         lsum[1] += lds_f32(other + 32u);
         write_output(p, c.sched(), o, sm.m, lsum, row0, wg, tq);
+        if (tid == 0) {
+            MLA_STAMP(7);
+            MLA_STAMP_NS(1);
+        }
     }
 };
 

@@ -161,7 +161,7 @@ struct mla_append_params {
 #define MLA_MAX_SPLITS 64
 /* Fewest KV tiles per split by default, and the most MLA_SPLIT_MIN_TILES
  * may ask for. */
-#define MLA_SPLIT_MIN_TILES 4
+#define MLA_SPLIT_MIN_TILES 2
 #define MLA_MAX_SPLIT_MIN_TILES 64
 #define MLA_MAX_STAGES 4
 #define MLA_COMBINE_COL_BLOCKS 4 /* mla_combine's grid.z: 128 columns each */

@@ -106,25 +106,13 @@ MLA_DEV void decode(const mla_hopper_params &hp)
     griddep_wait(); /* the scheduler's status, splits and tiles; Q, the cache */
     if (threadIdx.x == 0)
         MLA_STAMP(1);
-    if (!launch_matches<FMT, NARROW>(p))
-        return;
     Cta c0;
-    layout<FMT, NARROW>(c0);
-    /* Q does not depend on the schedule: the converter warpgroup issues
-     * its copies first, so that Q streams in while the CTA schedules
-     * itself, and not beside the first KV tiles, whose arrival at small
-     * batches is bounded by the bytes one SM takes in (bench/NOTES.md). */
-    const bool q_early = split_may_run(p, kBN);
-    if (q_early && threadIdx.x - 256u < 128u) {
-        cta_rows(p, c0);
-        issue_q<FMT, NARROW>(p, c0, threadIdx.x - 256u);
-    }
-    if (p.self_schedule)
+    if (p.self_schedule && launch_matches<FMT, NARROW>(p)) {
+        layout<FMT, NARROW>(c0);
         self_schedule(p, kBN, c0.sched());
-    if (!setup<FMT, NARROW>(p, c0)) {
-        cp_async_wait_all(); /* copies into shared memory must land before exit */
-        return;
     }
+    if (!setup<FMT, NARROW>(p, c0))
+        return;
     if (threadIdx.x == 0)
         init_barriers<FMT, NARROW>(c0);
     __syncthreads();
@@ -151,7 +139,7 @@ MLA_DEV void decode(const mla_hopper_params &hp)
     } else if (warp < 12) {
         setmaxnreg_dec<R::kCvt>();
         setup<FMT, NARROW>(p, c);
-        convert_role<FMT, NARROW>(p, c, threadIdx.x - 256u, q_early);
+        convert_role<FMT, NARROW>(p, c, threadIdx.x - 256u);
     } else {
         setmaxnreg_dec<R::kLoad>();
         if (warp == 12 && elect_one()) {

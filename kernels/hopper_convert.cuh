@@ -131,23 +131,13 @@ MLA_DEV void convert_in_place(const Cta &c, uint32_t stage, uint32_t nvalid, uin
     release_to_mma(converted_bar(c.bars, stage, 2));
 }
 
-/* Issues the copies of this CTA's Q tile (the caller waits for them);
- * needs only c's layout and cta_rows() fields. */
 template <int FMT, bool NARROW>
-MLA_DEV void issue_q(const mla_decode_params &p, const Cta &c, uint32_t tid)
+MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid)
 {
     if (kFp8Direct<FMT, NARROW>)
         load_q_permuted(p, c, tid);
     else
         load_q(p, c, tid, NARROW ? MLA_NARROW_ROWS : MLA_BLOCK_M);
-}
-
-/* q_issued: the warpgroup issued Q's copies before the role split. */
-template <int FMT, bool NARROW>
-MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid, bool q_issued)
-{
-    if (!q_issued)
-        issue_q<FMT, NARROW>(p, c, tid);
     cp_async_wait_all();
     if (tid == 0)
         MLA_STAMP(4); /* Q landed */

@@ -151,29 +151,6 @@ MLA_DEV int request_splits(const mla_decode_params &p, uint32_t slot, int b)
     return ld_volatile_s32((const int32_t *)((const uint8_t *)p.workspace + p.ws_splits) + b);
 }
 
-/* The fields of w that follow from the grid alone: request, split, KV
- * head and M tile. */
-MLA_DEV void cta_rows(const mla_decode_params &p, CtaWork &w)
-{
-    w.b = (int)blockIdx.z / p.max_splits;
-    w.split = (int)blockIdx.z - w.b * p.max_splits;
-    w.kh = (int)blockIdx.y;
-    w.m_base = (int)blockIdx.x * MLA_BLOCK_M;
-    w.rows_here = min(MLA_BLOCK_M, p.rows - w.m_base);
-}
-
-/* False when this CTA's split is surely past its request's split count,
- * from the plan alone: no request has more than ceil(ceil(max_seq_len /
- * bn) / min_split_tiles) splits.  Lets a CTA start work that does not
- * depend on the schedule (its Q rows) before the schedule is known, and
- * rarely in vain. */
-MLA_DEV bool split_may_run(const mla_decode_params &p, int bn)
-{
-    const long long nt = ((long long)p.max_seq_len + bn - 1) / bn;
-    const long long most = (nt + p.min_split_tiles - 1) / p.min_split_tiles;
-    return (long long)((int)blockIdx.z % p.max_splits) < most;
-}
-
 /*
  * Fills w; false if the CTA has nothing to do (bad input anywhere, or a
  * split past its request's split count).  Uniform over the CTA.  Reads
@@ -183,7 +160,9 @@ MLA_DEV bool split_may_run(const mla_decode_params &p, int bn)
 MLA_DEV bool cta_work(const mla_decode_params &p, int bn, uint32_t slot, CtaWork &w)
 {
     const uint8_t *ws = (const uint8_t *)p.workspace;
-    cta_rows(p, w);
+    w.b = (int)blockIdx.z / p.max_splits;
+    w.split = (int)blockIdx.z - w.b * p.max_splits;
+    w.kh = (int)blockIdx.y;
     int tps;
     if (p.self_schedule) {
         if (lds32(slot + kSchedStatus) != 0)
@@ -200,6 +179,8 @@ MLA_DEV bool cta_work(const mla_decode_params &p, int bn, uint32_t slot, CtaWork
         return false;
     w.len = ld_volatile_s32((const int32_t *)p.seq_lens + w.b);
     const int ntiles = (w.len + bn - 1) / bn;
+    w.m_base = (int)blockIdx.x * MLA_BLOCK_M;
+    w.rows_here = min(MLA_BLOCK_M, p.rows - w.m_base);
     w.t0 = w.split * tps;
     w.t1 = min(w.t0 + tps, ntiles);
     if (p.causal) {

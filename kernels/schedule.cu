@@ -6,6 +6,8 @@
  * Every CTA reads all lengths to get the total work (so all agree on the
  * same tiles-per-split target without another launch), then handles
  * requests blockIdx.x, blockIdx.x + gridDim.x, ..., one warp per request.
+ * Small batches skip this kernel: each decode CTA makes the same decision
+ * itself (schedule.cuh, self_schedule()).
  *
  * SPDX-License-Identifier: MIT
  */

@@ -1229,6 +1229,43 @@ END_TEST
  * a batch the default choice gives the wide kernel), more than 16 rows per
  * KV head are refused with NOT_SUPPORTED; an unknown value is
  * INVALID_ARGUMENT. */
+/* MLA_SCHEDULE and MLA_SPLIT_MIN_TILES: accepted values plan, others are
+ * refused with the documented status (read at plan creation only). */
+START_TEST(tuning_env)
+{
+    static const struct {
+        const char *var, *val;
+        int batch, max_len;
+        mla_status_t want;
+    } k[] = {
+        {"MLA_SCHEDULE", "auto", 2, 4096, MLA_STATUS_SUCCESS},
+        {"MLA_SCHEDULE", "separate", 64, 4096, MLA_STATUS_SUCCESS},
+        {"MLA_SCHEDULE", "fused", 16, 4096, MLA_STATUS_SUCCESS},
+        {"MLA_SCHEDULE", "fused", 17, 4096, MLA_STATUS_NOT_SUPPORTED},    /* batch > 16 */
+        {"MLA_SCHEDULE", "fused", 2, 262144, MLA_STATUS_NOT_SUPPORTED},   /* 8192 pages */
+        {"MLA_SCHEDULE", "inline", 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
+        {"MLA_SPLIT_MIN_TILES", "1", 2, 4096, MLA_STATUS_SUCCESS},
+        {"MLA_SPLIT_MIN_TILES", "64", 2, 4096, MLA_STATUS_SUCCESS},
+        {"MLA_SPLIT_MIN_TILES", "0", 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
+        {"MLA_SPLIT_MIN_TILES", "65", 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
+        {"MLA_SPLIT_MIN_TILES", "2x", 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
+    };
+    for (int i = 0; i < (int)(sizeof(k) / sizeof(k[0])); i++) {
+        mla_config_t *cfg = make_cfg(16, 1, 1, &modes[M_BF16], 64, 0, 0, 0, 0.0);
+        mla_plan_t *plan = NULL;
+        setenv(k[i].var, k[i].val, 1);
+        const mla_status_t st = mla_plan_create(&plan, g_gpu, cfg, k[i].batch, k[i].max_len);
+        unsetenv(k[i].var);
+        mla_plan_destroy(plan);
+        printf("%-6s tuning_env %s=%s b%d s%d: %s\n", st == k[i].want ? "ok" : "FAIL", k[i].var,
+               k[i].val, k[i].batch, k[i].max_len, mla_status_string(st));
+        REQUIRE(st == k[i].want, "%s=%s b%d s%d: %s, want %s", k[i].var, k[i].val, k[i].batch,
+                k[i].max_len, mla_status_string(st), mla_status_string(k[i].want));
+        REQUIRE(plan == NULL || st == MLA_STATUS_SUCCESS, "a refused plan was returned");
+    }
+}
+END_TEST
+
 START_TEST(kernel_choice)
 {
     if (!g_hopper) {
@@ -1284,6 +1321,7 @@ static Suite *gpu_suite(void)
 
     tc = tcase_create("kernel choice");
     tcase_add_test(tc, kernel_choice);
+    tcase_add_test(tc, tuning_env);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("append");

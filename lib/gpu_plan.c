@@ -214,17 +214,19 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
 #define MLA_SELF_SCHEDULE_MAX_BATCH 16
 #define MLA_SELF_SCHEDULE_MAX_PAGES 4096
 
-/* MLA_SCHEDULE: unset, empty or "auto" 0, "separate" 1, "fused" 2; -1
- * for anything else. */
+enum { SCHEDULE_AUTO, SCHEDULE_SEPARATE, SCHEDULE_FUSED };
+
+/* MLA_SCHEDULE: unset, empty or "auto", "separate", "fused"; -1 for
+ * anything else. */
 static int schedule_choice(void)
 {
     const char *env = getenv("MLA_SCHEDULE");
     if (!env || !*env || strcmp(env, "auto") == 0)
-        return 0;
+        return SCHEDULE_AUTO;
     if (strcmp(env, "separate") == 0)
-        return 1;
+        return SCHEDULE_SEPARATE;
     if (strcmp(env, "fused") == 0)
-        return 2;
+        return SCHEDULE_FUSED;
     return -1;
 }
 
@@ -330,8 +332,9 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
                              "mla_plan_create: MLA_SCHEDULE=%s (auto, separate or fused)",
                              getenv("MLA_SCHEDULE"));
     const int64_t pages = (int64_t)batch * ceil_div(plan->max_seq_len, s->page_size);
-    const int fusable = batch <= MLA_SELF_SCHEDULE_MAX_BATCH && pages <= MLA_SELF_SCHEDULE_MAX_PAGES;
-    if (sched == 2 && !fusable)
+    const int fusable =
+        batch <= MLA_SELF_SCHEDULE_MAX_BATCH && pages <= MLA_SELF_SCHEDULE_MAX_PAGES;
+    if (sched == SCHEDULE_FUSED && !fusable)
         return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
                              "mla_plan_create: MLA_SCHEDULE=fused needs a batch of at most %d "
                              "and at most %d pages in all (batch %d, %lld pages)",
@@ -387,7 +390,7 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     p->max_splits = (int32_t)splits;
     p->target_ctas = g->sm_count * occ;
     p->min_split_tiles = min_tiles ? min_tiles : MLA_SPLIT_MIN_TILES;
-    p->self_schedule = sched == 2 || (sched == 0 && fusable);
+    p->self_schedule = sched == SCHEDULE_FUSED || (sched == SCHEDULE_AUTO && fusable);
     const double kv_scale = s->kv_format == MLA_FMT_BF16 ? 1.0 : s->kv_scale;
     p->score_scale_log2 = (float)(mla__softmax_scale(s) * kv_scale * 1.4426950408889634);
     p->out_scale = (float)kv_scale;

@@ -1229,40 +1229,52 @@ END_TEST
  * a batch the default choice gives the wide kernel), more than 16 rows per
  * KV head are refused with NOT_SUPPORTED; an unknown value is
  * INVALID_ARGUMENT. */
-/* MLA_SCHEDULE and MLA_SPLIT_MIN_TILES: accepted values plan, others are
- * refused with the documented status (read at plan creation only). */
-START_TEST(tuning_env)
+/* A plan created with the environment variable var set to val: its
+ * status must be want (the variables are read at plan creation only). */
+struct env_case {
+    const char *var, *val;
+    int h_q, mode, batch, max_len;
+    mla_status_t want;
+};
+
+static void check_plan_env(const char *test, const struct env_case *k, int n)
 {
-    static const struct {
-        const char *var, *val;
-        int batch, max_len;
-        mla_status_t want;
-    } k[] = {
-        {"MLA_SCHEDULE", "auto", 2, 4096, MLA_STATUS_SUCCESS},
-        {"MLA_SCHEDULE", "separate", 64, 4096, MLA_STATUS_SUCCESS},
-        {"MLA_SCHEDULE", "fused", 16, 4096, MLA_STATUS_SUCCESS},
-        {"MLA_SCHEDULE", "fused", 17, 4096, MLA_STATUS_NOT_SUPPORTED},    /* batch > 16 */
-        {"MLA_SCHEDULE", "fused", 2, 262144, MLA_STATUS_NOT_SUPPORTED},   /* 8192 pages */
-        {"MLA_SCHEDULE", "inline", 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
-        {"MLA_SPLIT_MIN_TILES", "1", 2, 4096, MLA_STATUS_SUCCESS},
-        {"MLA_SPLIT_MIN_TILES", "64", 2, 4096, MLA_STATUS_SUCCESS},
-        {"MLA_SPLIT_MIN_TILES", "0", 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
-        {"MLA_SPLIT_MIN_TILES", "65", 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
-        {"MLA_SPLIT_MIN_TILES", "2x", 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
-    };
-    for (int i = 0; i < (int)(sizeof(k) / sizeof(k[0])); i++) {
-        mla_config_t *cfg = make_cfg(16, 1, 1, &modes[M_BF16], 64, 0, 0, 0, 0.0);
+    for (int i = 0; i < n; i++) {
+        mla_config_t *cfg = make_cfg(k[i].h_q, 1, 1, &modes[k[i].mode], 64, 0, 0, 0, 0.0);
         mla_plan_t *plan = NULL;
         setenv(k[i].var, k[i].val, 1);
         const mla_status_t st = mla_plan_create(&plan, g_gpu, cfg, k[i].batch, k[i].max_len);
         unsetenv(k[i].var);
         mla_plan_destroy(plan);
-        printf("%-6s tuning_env %s=%s b%d s%d: %s\n", st == k[i].want ? "ok" : "FAIL", k[i].var,
-               k[i].val, k[i].batch, k[i].max_len, mla_status_string(st));
-        REQUIRE(st == k[i].want, "%s=%s b%d s%d: %s, want %s", k[i].var, k[i].val, k[i].batch,
-                k[i].max_len, mla_status_string(st), mla_status_string(k[i].want));
+        printf("%-6s %s %s=%s h%d %s b%d s%d: %s\n", st == k[i].want ? "ok" : "FAIL", test,
+               k[i].var, k[i].val, k[i].h_q, modes[k[i].mode].name, k[i].batch, k[i].max_len,
+               mla_status_string(st));
+        REQUIRE(st == k[i].want, "%s=%s h%d %s b%d s%d: %s, want %s", k[i].var, k[i].val,
+                k[i].h_q, modes[k[i].mode].name, k[i].batch, k[i].max_len,
+                mla_status_string(st), mla_status_string(k[i].want));
         REQUIRE(plan == NULL || st == MLA_STATUS_SUCCESS, "a refused plan was returned");
     }
+}
+
+/* MLA_SCHEDULE and MLA_SPLIT_MIN_TILES: accepted values plan, others are
+ * refused with the documented status. */
+START_TEST(tuning_env)
+{
+    static const struct env_case k[] = {
+        {"MLA_SCHEDULE", "auto", 16, M_BF16, 2, 4096, MLA_STATUS_SUCCESS},
+        {"MLA_SCHEDULE", "separate", 16, M_BF16, 64, 4096, MLA_STATUS_SUCCESS},
+        {"MLA_SCHEDULE", "fused", 16, M_BF16, 16, 4096, MLA_STATUS_SUCCESS},
+        /* a batch above 16; 8192 pages in all */
+        {"MLA_SCHEDULE", "fused", 16, M_BF16, 17, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {"MLA_SCHEDULE", "fused", 16, M_BF16, 2, 262144, MLA_STATUS_NOT_SUPPORTED},
+        {"MLA_SCHEDULE", "inline", 16, M_BF16, 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
+        {"MLA_SPLIT_MIN_TILES", "1", 16, M_BF16, 2, 4096, MLA_STATUS_SUCCESS},
+        {"MLA_SPLIT_MIN_TILES", "64", 16, M_BF16, 2, 4096, MLA_STATUS_SUCCESS},
+        {"MLA_SPLIT_MIN_TILES", "0", 16, M_BF16, 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
+        {"MLA_SPLIT_MIN_TILES", "65", 16, M_BF16, 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
+        {"MLA_SPLIT_MIN_TILES", "2x", 16, M_BF16, 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
+    };
+    check_plan_env("tuning_env", k, (int)(sizeof(k) / sizeof(k[0])));
 }
 END_TEST
 
@@ -1272,30 +1284,14 @@ START_TEST(kernel_choice)
         printf("skip   kernel_choice: no sm_90a kernel on this device\n");
         return;
     }
-    static const struct {
-        const char *env;
-        int h_q, mode;
-        mla_status_t want;
-    } k[] = {
-        {"hopper-narrow", 16, M_G128, MLA_STATUS_SUCCESS},
-        {"hopper-narrow", 16, M_DSMLA, MLA_STATUS_SUCCESS},
-        {"hopper-narrow", 32, M_BF16, MLA_STATUS_NOT_SUPPORTED},
-        {"hopper-narrow", 128, M_E4M3, MLA_STATUS_NOT_SUPPORTED},
-        {"hopper-nonesuch", 16, M_BF16, MLA_STATUS_INVALID_ARGUMENT},
+    static const struct env_case k[] = {
+        {"MLA_KERNEL", "hopper-narrow", 16, M_G128, 2, 4096, MLA_STATUS_SUCCESS},
+        {"MLA_KERNEL", "hopper-narrow", 16, M_DSMLA, 2, 4096, MLA_STATUS_SUCCESS},
+        {"MLA_KERNEL", "hopper-narrow", 32, M_BF16, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {"MLA_KERNEL", "hopper-narrow", 128, M_E4M3, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {"MLA_KERNEL", "hopper-nonesuch", 16, M_BF16, 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
     };
-    for (int i = 0; i < (int)(sizeof(k) / sizeof(k[0])); i++) {
-        mla_config_t *cfg = make_cfg(k[i].h_q, 1, 1, &modes[k[i].mode], 64, 0, 0, 0, 0.0);
-        mla_plan_t *plan = NULL;
-        setenv("MLA_KERNEL", k[i].env, 1);
-        const mla_status_t st = mla_plan_create(&plan, g_gpu, cfg, 2, 4096);
-        unsetenv("MLA_KERNEL");
-        mla_plan_destroy(plan);
-        printf("%-6s kernel_choice MLA_KERNEL=%s h%d %s: %s\n", st == k[i].want ? "ok" : "FAIL",
-               k[i].env, k[i].h_q, modes[k[i].mode].name, mla_status_string(st));
-        REQUIRE(st == k[i].want, "MLA_KERNEL=%s h%d %s: %s, want %s", k[i].env, k[i].h_q,
-                modes[k[i].mode].name, mla_status_string(st), mla_status_string(k[i].want));
-        REQUIRE(plan == NULL || st == MLA_STATUS_SUCCESS, "a refused plan was returned");
-    }
+    check_plan_env("kernel_choice", k, (int)(sizeof(k) / sizeof(k[0])));
 }
 END_TEST
 

@@ -4,7 +4,7 @@
  * many splits the decode grid uses and how many KV tiles each covers.
  *
  * Every CTA reads all lengths to get the total work (so all agree on the
- * same tiles-per-split target without another launch), then handles
+ * same split sizes without another launch), then handles
  * requests blockIdx.x, blockIdx.x + gridDim.x, ..., one warp per request.
  * Small batches skip this kernel: each decode CTA makes the same decision
  * itself (schedule.cuh, self_schedule()).
@@ -50,7 +50,6 @@ extern "C" __global__ void __launch_bounds__(SCHED_THREADS)
 #pragma unroll
     for (int i = 0; i < SCHED_THREADS / 32; i++)
         total += part[i];
-    const long long target = mla::split_target(p, total);
 
     for (int b = (int)(blockIdx.x * (SCHED_THREADS / 32) + warp); b < p.batch;
          b += (int)(gridDim.x * (SCHED_THREADS / 32))) {
@@ -64,7 +63,7 @@ extern "C" __global__ void __launch_bounds__(SCHED_THREADS)
             if (bad)
                 atomicExch(status, (int)MLA_STATUS_OUT_OF_BOUNDS);
             else if (len > 0)
-                mla::split_request(p, len, bn, target, ns, tps);
+                mla::split_request(p, len, bn, total, ns, tps);
             splits[b] = ns;
             tiles[b] = tps;
         }

@@ -44,26 +44,24 @@ MLA_DEV long long len_limit(const mla_decode_params &p)
     return cap_pages < p.max_seq_len ? cap_pages : (long long)p.max_seq_len;
 }
 
-/* KV tiles per split, from the batch's total tiles: enough splits to fill
- * target_ctas CTAs, but at least min_split_tiles tiles each (each extra
- * split costs a 512-wide fp32 partial per row and a longer combine). */
-MLA_DEV long long split_target(const mla_decode_params &p, long long tiles)
-{
-    const long long total = tiles * p.m_blocks * p.h_kv;
-    const long long ctas = p.target_ctas > 0 ? p.target_ctas : 1;
-    const long long t = (total + ctas - 1) / ctas;
-    return t < p.min_split_tiles ? (long long)p.min_split_tiles : t;
-}
-
-/* Splits *ns and tiles per split *tps of a request of len > 0 keys; no
- * split is left empty. */
-MLA_DEV void split_request(const mla_decode_params &p, int len, int bn, long long target,
+/* Splits *ns and tiles per split *tps of a request of len > 0 keys, out
+ * of a batch of `total` KV tiles: the request's share of one wave of
+ * target_ctas CTAs, rounded down, so the grid holds at most one wave
+ * (a few CTAs past it would run as a second wave, as long as the first)
+ * but for requests too short for a share of their own; at least one split, at most max_splits, and at least min_split_tiles
+ * tiles each (each extra split costs a 512-wide fp32 partial per row and
+ * a longer combine).  No split is left empty. */
+MLA_DEV void split_request(const mla_decode_params &p, int len, int bn, long long total,
                            int &ns, int &tps)
 {
-    const int max_splits = p.max_splits < 1 ? 1 : p.max_splits;
+    const long long per_split = (long long)p.m_blocks * p.h_kv;
+    const long long wave = p.target_ctas / (per_split > 0 ? per_split : 1);
     const long long nt = (len + bn - 1) / bn;
-    long long s = (nt + target - 1) / target;
-    s = s < 1 ? 1 : s > max_splits ? max_splits : s;
+    const long long by_size = nt / (p.min_split_tiles > 1 ? p.min_split_tiles : 1);
+    long long s = total > 0 ? nt * wave / total : 1;
+    s = s < by_size ? s : by_size;
+    s = s < p.max_splits ? s : (long long)p.max_splits;
+    s = s < 1 ? 1 : s;
     tps = (int)((nt + s - 1) / s);
     ns = (int)((nt + tps - 1) / tps);
 }
@@ -125,7 +123,7 @@ MLA_DEV void self_schedule(const mla_decode_params &p, int bn, uint32_t slot)
         const int len = lens[b];
         int ns = 1, tps = 0;
         if (!any_bad && len > 0)
-            split_request(p, len, bn, split_target(p, lds32(slot + kSchedTotal)), ns, tps);
+            split_request(p, len, bn, lds32(slot + kSchedTotal), ns, tps);
         const int status = any_bad ? (int)MLA_STATUS_OUT_OF_BOUNDS : 0;
         sts32(slot + kSchedStatus, (uint32_t)status);
         sts32(slot + kSchedSplits, (uint32_t)ns);

@@ -148,9 +148,10 @@ int mla__gpu_kernel_choice(void)
 
 /* Requests x KV heads from which the narrow FP8 kernel is taken by
  * default: it streams tiles faster than the wide one but a CTA with few
- * tiles finishes later (H200: 0.75-0.82x at 8 requests of 4k-8k keys,
- * 1.2-1.5x from 64 requests; bench/NOTES.md). */
-#define MLA_NARROW8_MIN_SEQS 32
+ * tiles finishes later (H200, h16 s4096 E4M3/g128: wide 1.15x faster at
+ * 1-4 requests, even at 8, narrow 1.10x faster at 16 and 32 and 1.27x at
+ * 64; bench/NOTES.md). */
+#define MLA_NARROW8_MIN_SEQS 16
 
 /*
  * The sm_90a kernel for this shape, if any: the narrow one when the packed

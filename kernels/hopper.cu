@@ -5,10 +5,11 @@
  * tiles; the work split is the scheduler's (schedule.cuh), the output the
  * same as the portable kernels' (epilogue.cuh), so mla_combine serves all.
  *
- *   mla_hopper_decode_<f>  wide: 64 rows per CTA M tile, any row count
- *                          (consumers: hopper_wide.cuh; FP8 converted in
- *                          place by the converter warpgroup, two 72-KB
- *                          stages beside a 72-KB Q tile);
+ *   mla_hopper_decode_<f>  wide: 64 rows per CTA M tile, any row count,
+ *                          two 72-KB stages beside a 72-KB Q tile (BF16:
+ *                          hopper_seesaw.cuh, the warpgroups on alternate
+ *                          tiles; FP8: hopper_wide.cuh, converted in place
+ *                          by the converter warpgroup);
  *   mla_hopper_narrow_bf16 narrow: at most 16 rows, transposed MMAs
  *                          (hopper_narrow.cuh; a 18-KB Q tile);
  *   mla_hopper_narrow_<f8> narrow FP8: the same MMAs with A built in
@@ -40,6 +41,9 @@
  *   free[s]      256: consumer threads, once P V of the tile completed
  *                (narrow FP8: 128, the one warpgroup that took the tile).
  *   q            128: converter warpgroup threads after writing Q.
+ *   to_wg1/to_wg0 128 (wide BF16): one consumer warpgroup handing its
+ *                running maximum (and P) to the other, once per tile pair.
+ *   sums         256 (wide): the consumers' row sums exchanged, used once.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -59,6 +63,7 @@
 #include "hopper_load.cuh"
 #include "hopper_convert.cuh"
 #include "hopper_wide.cuh"
+#include "hopper_seesaw.cuh"
 #include "hopper_narrow.cuh"
 #include "hopper_narrow_fp8.cuh"
 
@@ -90,6 +95,12 @@ MLA_DEV void init_barriers(const Cta &c)
     if (kFp8Direct<FMT, NARROW>)
         for (uint32_t k = 0; k < 3; k++)
             mbar_init(c.bars + kBarMerge + 8u * k, 256);
+    if (!NARROW)
+        mbar_init(c.bars + kBarSums, 256);
+    if (FMT == MLA_FMT_BF16 && !NARROW) {
+        mbar_init(c.bars + kBarToWg1, 128);
+        mbar_init(c.bars + kBarToWg0, 128);
+    }
     mbar_init(c.bars + kBarQ, 128);
     fence_mbar_init();
 }
@@ -131,6 +142,9 @@ MLA_DEV void decode(const mla_hopper_params &hp)
             cons.run();
         } else if constexpr (NARROW) {
             NarrowConsumer cons(p, c, warp >> 2, warp & 3u, lane);
+            cons.run();
+        } else if constexpr (FMT == MLA_FMT_BF16) {
+            SeesawConsumer cons(p, c, warp >> 2, warp & 3u, lane);
             cons.run();
         } else {
             WideConsumer<FMT> cons(p, c, warp >> 2, warp & 3u, lane);

@@ -12,23 +12,28 @@
 
 #include "hopper_layout.cuh"
 #include "wgmma.cuh"
+#include "softmax.cuh"
+#include "epilogue.cuh"
+#include "trace.cuh"
 
 namespace mla {
 namespace hopper {
 
 /* BF16 cache: rows at or past the length hold whatever the page's tail
  * holds (NaN included, and V of such a row would meet P = 0 in P V);
- * zero them (all 9 chunks) before any MMA reads the tile.  Both consumer
- * warpgroups (tid 0..255) take part. */
-MLA_DEV void zero_tail(uint32_t stg, uint32_t nvalid, uint32_t tid)
+ * zero them (all 9 chunks) before any MMA reads the tile.  Threads tid
+ * 0..nthreads - 1 take part and meet at named barrier `bar` (by default
+ * both consumer warpgroups). */
+MLA_DEV void zero_tail(uint32_t stg, uint32_t nvalid, uint32_t tid, uint32_t nthreads = 256u,
+                       uint32_t bar = kNbTail)
 {
     const uint32_t n = (kBN - nvalid) * 72u;
-    for (uint32_t i = tid; i < n; i += 256u) {
+    for (uint32_t i = tid; i < n; i += nthreads) {
         const uint32_t r = nvalid + i / 72u, gi = i % 72u;
         sts128(stg + (gi >> 3) * kChunk + r * 128u + (gi & 7u) * 16u, 0u, 0u, 0u, 0u);
     }
     fence_proxy_async();
-    bar_sync(kNbTail, 256);
+    bar_sync(bar, nthreads);
 }
 
 /* Whether phase `parity` of `bar` has completed, as one answer for every
@@ -41,6 +46,57 @@ MLA_DEV bool wg_test(const Cta &c, uint32_t wg, uint32_t tid, uint32_t bar, uint
         sts32(flag, mbar_test(bar, parity) ? 1u : 0u);
     bar_sync(kNbWg0 + wg, 128);
     return lds32(flag) != 0u;
+}
+
+/* Queue O[:, 256 wg .. 256 wg + 255] += P V for the wide tile at stg, P
+ * (bf16, 64 rows x 64 keys, K-major) in the tile's chunk 8, V read
+ * N-major from chunks 4 wg ..; one commit group. */
+MLA_DEV void pv_chunk8(float (&o)[32][4], uint32_t stg, uint32_t wg)
+{
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++) {
+        const uint64_t da = wg_desc(stg + 8u * kChunk + 32u * ks, 16u, 1024u);
+        const uint32_t vb = stg + wg * 4u * kChunk + 2048u * ks;
+        wgmma_m64n128_ss_tb<0>(o, da, wg_desc(vb, kChunk, 1024u), 1u);
+        wgmma_m64n128_ss_tb<16>(o, da, wg_desc(vb + 2u * kChunk, kChunk, 1024u), 1u);
+    }
+    wg_commit();
+    wg_hold(o); /* o stays in these registers until the wait */
+}
+
+/* The end of a wide CTA, once every tile is consumed: each consumer
+ * warpgroup summed its own part of every row with the same maxima, so the
+ * two row sums add (through the exchange area, ordered by the single-use
+ * mbarrier sums); then each writes its 256 columns of the rows.  tid:
+ * 0..255 over both warpgroups. */
+MLA_DEV void finish_wide(const mla_decode_params &p, const Cta &c, const float (&o)[32][4],
+                         const OnlineSoftmax &sm, int row0, uint32_t wg, uint32_t tq,
+                         uint32_t tid)
+{
+    if (tid == 0)
+        MLA_STAMP(6);
+    /* The combine kernel may start launching; its griddepcontrol.wait
+     * still waits for this grid to finish and its writes to be visible. */
+    if (tid == 0)
+        griddep_launch_dependents();
+    float lsum[2];
+    sm.finish(lsum);
+    const uint32_t mine = c.xchg + 4u * (64u * wg + (uint32_t)row0);
+    const uint32_t other = c.xchg + 4u * (64u * (wg ^ 1u) + (uint32_t)row0);
+    if (tq == 0) {
+        sts32(mine, __float_as_uint(lsum[0]));
+        sts32(mine + 32u, __float_as_uint(lsum[1]));
+    }
+    mbar_arrive(c.bars + kBarSums);
+    mbar_wait(c.bars + kBarSums, 0);
+    lsum[0] += lds_f32(other);
+    lsum[1] += lds_f32(other + 32u);
+    write_output(p, c.sched(), o, sm.m, lsum, row0, wg, tq);
+    if (tid == 0) {
+        MLA_STAMP(7);
+        MLA_STAMP_NS(1);
+    }
 }
 
 /* Row stride of the narrow kernels' fp32 output staging (a stage, once all

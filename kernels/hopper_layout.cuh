@@ -28,10 +28,12 @@ constexpr uint32_t kChunk = 8192, kTile = MLA_HOPPER_TILE_BYTES;
  *   q            80  the converter warpgroup wrote Q
  *   converted    88  wide FP8: [2][3] chunk groups; narrow BF16: unused
  *   flags       136  one word per consumer warpgroup
- *   merge[3]    144  narrow FP8: the warpgroups' merge steps
+ *   merge[3]    144  narrow FP8: the warpgroups' merge steps; wide: the
+ *                    BF16 hand-overs to WG 1 and to WG 0, the final sums
  *   sched       224  self-scheduling's decision (schedule.cuh, 16 bytes) */
 constexpr uint32_t kBarLoaded = 0, kBarFree = 40, kBarQ = 80, kBarConverted = 88,
                    kFlags = 136, kBarMerge = 144, kSched = 224;
+constexpr uint32_t kBarToWg1 = kBarMerge, kBarToWg0 = kBarMerge + 8, kBarSums = kBarMerge + 16;
 /* Chunk groups the wide converter releases one by one (QK starts on the
  * first while the rest is converted): E4M3 chunks {0-2, 3-5, 6-8}, DS_MLA
  * nope chunks {0-2, 3-5, 6-7}. */

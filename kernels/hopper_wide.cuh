@@ -1,15 +1,17 @@
 /*
  * hopper_wide.cuh - the consumer warpgroups (warps 0-7) of the wide sm_90a
- * kernels, for any number of packed query rows (64 per CTA M tile).  WG w
- * computes the scores of keys 32 w .. 32 w + 31 of the tile for all 64
- * rows (wgmma m64n32k16 over 576 dims, so each score is computed once),
- * exchanges row maxima with the other WG through shared memory, writes
- * its half of P (bf16) into the stage's RoPE chunk (which P V does not
- * read), and after a barrier accumulates O[:, 256 w .. 256 w + 255] += P V
- * with wgmma m64n128k16 x 2 (A = P, B = V read N-major from the same
- * tile).  When tile t + 1 is already in shared memory its scores are
- * queued ahead of P V of tile t, and its softmax runs while the tensor
- * cores finish P V.
+ * kernels for FP8 caches, whose tiles the converter warpgroup turns into
+ * BF16 in place (hopper_convert.cuh), for any number of packed query rows
+ * (64 per CTA M tile; BF16 caches take hopper_seesaw.cuh).  WG w computes
+ * the scores of keys 32 w .. 32 w + 31 of the tile for all 64 rows (wgmma
+ * m64n32k16 over 576 dims, so each score is computed once), starting on
+ * each chunk group as soon as it is converted, exchanges row maxima with
+ * the other WG through shared memory, writes its half of P (bf16) into
+ * the stage's RoPE chunk (which P V does not read), and after a barrier
+ * accumulates O[:, 256 w .. 256 w + 255] += P V with wgmma m64n128k16 x 2
+ * (A = P, B = V read N-major from the same tile).  When tile t + 1 is
+ * already in shared memory its scores are queued ahead of P V of tile t,
+ * and its softmax runs while the tensor cores finish P V.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -46,6 +48,7 @@ MLA_DEV void qk_chunks(float (&s)[4][4], uint32_t sq, uint32_t stg, uint32_t wg)
 /* One consumer thread's state and the steps of a tile. */
 template <int FMT>
 struct WideConsumer {
+    static_assert(FMT != MLA_FMT_BF16, "BF16 tiles go to SeesawConsumer");
     const mla_decode_params &p;
     const Cta &c;
     uint32_t wg, g, tq, tid;
@@ -78,8 +81,7 @@ struct WideConsumer {
     /* The barrier whose completion means the whole tile is ready. */
     MLA_DEV uint32_t last_bar(const PipeState &st) const
     {
-        return FMT == MLA_FMT_BF16 ? c.pipe().full_bar(st)
-                                   : converted_bar(c.bars, st.stage, kGroups - 1);
+        return converted_bar(c.bars, st.stage, kGroups - 1);
     }
 
     /* Whether tile st is ready, the same answer in the whole WG. */
@@ -93,30 +95,18 @@ struct WideConsumer {
     MLA_DEV void scores(int t, const PipeState &st)
     {
         const uint32_t stg = c.stage(st.stage);
-        const uint32_t loaded = c.pipe().full_bar(st);
-        if (FMT == MLA_FMT_BF16) {
-            mbar_wait(loaded, st.phase);
-            if (tid == 0 && t == c.t0)
-                MLA_STAMP(8); /* the first tile landed */
-            const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
-            if (nvalid < kBN)
-                zero_tail(stg, nvalid, tid);
-            wg_fence();
-            qk_chunks<0, 9>(s, c.sq, stg, wg);
-        } else {
-            constexpr int NCH = FMT == MLA_FMT_FP8_E4M3 ? 9 : 8;
-            if (FMT == MLA_FMT_FP8_DS_MLA) /* the RoPE chunk comes straight from TMA */
-                mbar_wait(loaded, st.phase);
-            mbar_wait(converted_bar(c.bars, st.stage, 0), st.phase);
-            wg_fence();
-            if (FMT == MLA_FMT_FP8_DS_MLA)
-                qk_chunks<8, 9>(sr, c.sq, stg, wg);
-            qk_chunks<0, 3>(s, c.sq, stg, wg);
-            mbar_wait(converted_bar(c.bars, st.stage, 1), st.phase);
-            qk_chunks<3, 6, 1>(s, c.sq, stg, wg);
-            mbar_wait(converted_bar(c.bars, st.stage, 2), st.phase);
-            qk_chunks<6, NCH, 1>(s, c.sq, stg, wg);
-        }
+        constexpr int NCH = FMT == MLA_FMT_FP8_E4M3 ? 9 : 8;
+        if (FMT == MLA_FMT_FP8_DS_MLA) /* the RoPE chunk comes straight from TMA */
+            mbar_wait(c.pipe().full_bar(st), st.phase);
+        mbar_wait(converted_bar(c.bars, st.stage, 0), st.phase);
+        wg_fence();
+        if (FMT == MLA_FMT_FP8_DS_MLA)
+            qk_chunks<8, 9>(sr, c.sq, stg, wg);
+        qk_chunks<0, 3>(s, c.sq, stg, wg);
+        mbar_wait(converted_bar(c.bars, st.stage, 1), st.phase);
+        qk_chunks<3, 6, 1>(s, c.sq, stg, wg);
+        mbar_wait(converted_bar(c.bars, st.stage, 2), st.phase);
+        qk_chunks<6, NCH, 1>(s, c.sq, stg, wg);
         wg_commit();
     }
 
@@ -171,20 +161,7 @@ struct WideConsumer {
     }
 
     /* Queue O[:, 256 wg ..] += P V for the tile in stage st; one commit group. */
-    MLA_DEV void pv(const PipeState &st)
-    {
-        const uint32_t stg = c.stage(st.stage);
-        wg_fence();
-#pragma unroll
-        for (int ks = 0; ks < 4; ks++) {
-            const uint64_t da = wg_desc(stg + 8u * kChunk + 32u * ks, 16u, 1024u);
-            const uint32_t vb = stg + wg * 4u * kChunk + 2048u * ks;
-            wgmma_m64n128_ss_tb<0>(o, da, wg_desc(vb, kChunk, 1024u), 1u);
-            wgmma_m64n128_ss_tb<16>(o, da, wg_desc(vb + 2u * kChunk, kChunk, 1024u), 1u);
-        }
-        wg_commit();
-        wg_hold(o); /* o stays in these registers until the wait */
-    }
+    MLA_DEV void pv(const PipeState &st) { pv_chunk8(o, c.stage(st.stage), wg); }
 
     MLA_DEV void release(const PipeState &st) const
     {
@@ -203,31 +180,8 @@ struct WideConsumer {
         if (tid == 0)
             MLA_STAMP(5);
         consume_tiles(*this, c.t0, c.t1);
-        if (tid == 0)
-            MLA_STAMP(6);
-
-        /* The combine kernel may start launching; its griddepcontrol.wait
-         * still waits for this grid to finish and its writes to be
-         * visible. */
-        if (tid == 0)
-            griddep_launch_dependents();
-
-        /* Each WG summed its own columns; the maxima are shared, so the
-         * row sums add. */
-        float lsum[2];
-        sm.finish(lsum);
-        if (tq == 0) {
-            sts32(mine, __float_as_uint(lsum[0]));
-            sts32(mine + 32u, __float_as_uint(lsum[1]));
-        }
-        bar_sync(kNbSum, 256);
-        lsum[0] += lds_f32(other);
-        lsum[1] += lds_f32(other + 32u);
-        write_output(p, c.sched(), o, sm.m, lsum, row0, wg, tq);
-        if (tid == 0) {
-            MLA_STAMP(7);
-            MLA_STAMP_NS(1);
-        }
+        /* Each WG summed its own columns; the maxima are shared. */
+        finish_wide(p, c, o, sm, row0, wg, tq, tid);
     }
 };
 

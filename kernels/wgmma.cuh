@@ -82,6 +82,26 @@ MLA_DEV void wgmma_m64n32_ss(float (&d)[4][4], uint64_t da, uint64_t db, uint32_
         : "l"(da), "l"(db), "r"(accumulate));
 }
 
+/* d (+)= A[64 x 16] B[16 x 64]: A and B K-major in shared memory (Q K^T
+ * of a whole 64-key tile). */
+MLA_DEV void wgmma_m64n64_ss(float (&d)[8][4], uint64_t da, uint64_t db, uint32_t accumulate)
+{
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+                 "}, %32, %33, p, 1, 1, 0, 0;\n\t}"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+          "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+          "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+        : "l"(da), "l"(db), "r"(accumulate));
+}
+
 /* d (+)= A[64 x 16] B[16 x 16], B K-major; A K-major (TA 0: K Q^T with
  * the keys as M) or MN-major (TA 1, imm-trans-a: V^T P^T with V read
  * N-major, the dims as M). */
@@ -111,6 +131,33 @@ MLA_DEV void wgmma_m64n16_rs(float (&d)[2][4], const uint32_t (&a)[4], uint64_t 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
 }
 
+/* The 64 accumulator operands of an m64n128 wgmma: columns [8 NT0, 8 NT0 +
+ * 128) of the accumulator d. */
+#define MLA_WGMMA_ACC128(d, NT0) \
+    "+f"(d[NT0 + 0][0]), "+f"(d[NT0 + 0][1]), "+f"(d[NT0 + 0][2]), "+f"(d[NT0 + 0][3]), \
+    "+f"(d[NT0 + 1][0]), "+f"(d[NT0 + 1][1]), "+f"(d[NT0 + 1][2]), "+f"(d[NT0 + 1][3]), \
+    "+f"(d[NT0 + 2][0]), "+f"(d[NT0 + 2][1]), "+f"(d[NT0 + 2][2]), "+f"(d[NT0 + 2][3]), \
+    "+f"(d[NT0 + 3][0]), "+f"(d[NT0 + 3][1]), "+f"(d[NT0 + 3][2]), "+f"(d[NT0 + 3][3]), \
+    "+f"(d[NT0 + 4][0]), "+f"(d[NT0 + 4][1]), "+f"(d[NT0 + 4][2]), "+f"(d[NT0 + 4][3]), \
+    "+f"(d[NT0 + 5][0]), "+f"(d[NT0 + 5][1]), "+f"(d[NT0 + 5][2]), "+f"(d[NT0 + 5][3]), \
+    "+f"(d[NT0 + 6][0]), "+f"(d[NT0 + 6][1]), "+f"(d[NT0 + 6][2]), "+f"(d[NT0 + 6][3]), \
+    "+f"(d[NT0 + 7][0]), "+f"(d[NT0 + 7][1]), "+f"(d[NT0 + 7][2]), "+f"(d[NT0 + 7][3]), \
+    "+f"(d[NT0 + 8][0]), "+f"(d[NT0 + 8][1]), "+f"(d[NT0 + 8][2]), "+f"(d[NT0 + 8][3]), \
+    "+f"(d[NT0 + 9][0]), "+f"(d[NT0 + 9][1]), "+f"(d[NT0 + 9][2]), "+f"(d[NT0 + 9][3]), \
+    "+f"(d[NT0 + 10][0]), "+f"(d[NT0 + 10][1]), "+f"(d[NT0 + 10][2]), "+f"(d[NT0 + 10][3]), \
+    "+f"(d[NT0 + 11][0]), "+f"(d[NT0 + 11][1]), "+f"(d[NT0 + 11][2]), "+f"(d[NT0 + 11][3]), \
+    "+f"(d[NT0 + 12][0]), "+f"(d[NT0 + 12][1]), "+f"(d[NT0 + 12][2]), "+f"(d[NT0 + 12][3]), \
+    "+f"(d[NT0 + 13][0]), "+f"(d[NT0 + 13][1]), "+f"(d[NT0 + 13][2]), "+f"(d[NT0 + 13][3]), \
+    "+f"(d[NT0 + 14][0]), "+f"(d[NT0 + 14][1]), "+f"(d[NT0 + 14][2]), "+f"(d[NT0 + 14][3]), \
+    "+f"(d[NT0 + 15][0]), "+f"(d[NT0 + 15][1]), "+f"(d[NT0 + 15][2]), "+f"(d[NT0 + 15][3])
+
+/* Their places in the instruction string: %0 .. %63. */
+#define MLA_WGMMA_D128_REGS                                                            \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "             \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "   \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "   \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+
 /* d (+)= A[64 x 16] B[16 x 128]: A K-major, B MN-major (imm-trans-b) in
  * shared memory (P V); d is columns [8 NT0, 8 NT0 + 128) of a wider
  * accumulator.  (ptxas checks one instruction's registers against the
@@ -120,28 +167,25 @@ MLA_DEV void wgmma_m64n128_ss_tb(float (&d)[32][4], uint64_t da, uint64_t db, ui
 {
     asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                 MLA_WGMMA_D128_REGS
                  "}, %64, %65, p, 1, 1, 0, 1;\n\t}"
-        : "+f"(d[NT0 + 0][0]), "+f"(d[NT0 + 0][1]), "+f"(d[NT0 + 0][2]), "+f"(d[NT0 + 0][3]),
-          "+f"(d[NT0 + 1][0]), "+f"(d[NT0 + 1][1]), "+f"(d[NT0 + 1][2]), "+f"(d[NT0 + 1][3]),
-          "+f"(d[NT0 + 2][0]), "+f"(d[NT0 + 2][1]), "+f"(d[NT0 + 2][2]), "+f"(d[NT0 + 2][3]),
-          "+f"(d[NT0 + 3][0]), "+f"(d[NT0 + 3][1]), "+f"(d[NT0 + 3][2]), "+f"(d[NT0 + 3][3]),
-          "+f"(d[NT0 + 4][0]), "+f"(d[NT0 + 4][1]), "+f"(d[NT0 + 4][2]), "+f"(d[NT0 + 4][3]),
-          "+f"(d[NT0 + 5][0]), "+f"(d[NT0 + 5][1]), "+f"(d[NT0 + 5][2]), "+f"(d[NT0 + 5][3]),
-          "+f"(d[NT0 + 6][0]), "+f"(d[NT0 + 6][1]), "+f"(d[NT0 + 6][2]), "+f"(d[NT0 + 6][3]),
-          "+f"(d[NT0 + 7][0]), "+f"(d[NT0 + 7][1]), "+f"(d[NT0 + 7][2]), "+f"(d[NT0 + 7][3]),
-          "+f"(d[NT0 + 8][0]), "+f"(d[NT0 + 8][1]), "+f"(d[NT0 + 8][2]), "+f"(d[NT0 + 8][3]),
-          "+f"(d[NT0 + 9][0]), "+f"(d[NT0 + 9][1]), "+f"(d[NT0 + 9][2]), "+f"(d[NT0 + 9][3]),
-          "+f"(d[NT0 + 10][0]), "+f"(d[NT0 + 10][1]), "+f"(d[NT0 + 10][2]), "+f"(d[NT0 + 10][3]),
-          "+f"(d[NT0 + 11][0]), "+f"(d[NT0 + 11][1]), "+f"(d[NT0 + 11][2]), "+f"(d[NT0 + 11][3]),
-          "+f"(d[NT0 + 12][0]), "+f"(d[NT0 + 12][1]), "+f"(d[NT0 + 12][2]), "+f"(d[NT0 + 12][3]),
-          "+f"(d[NT0 + 13][0]), "+f"(d[NT0 + 13][1]), "+f"(d[NT0 + 13][2]), "+f"(d[NT0 + 13][3]),
-          "+f"(d[NT0 + 14][0]), "+f"(d[NT0 + 14][1]), "+f"(d[NT0 + 14][2]), "+f"(d[NT0 + 14][3]),
-          "+f"(d[NT0 + 15][0]), "+f"(d[NT0 + 15][1]), "+f"(d[NT0 + 15][2]), "+f"(d[NT0 + 15][3])
+        : MLA_WGMMA_ACC128(d, NT0)
         : "l"(da), "l"(db), "r"(accumulate));
+}
+
+/* The same with A in registers (P: the m16n8k16 A fragment of each
+ * warp's 16 rows, as wgmma_m64n16_rs); A must not change until the wgmma
+ * has retired. */
+template <int NT0>
+MLA_DEV void wgmma_m64n128_rs_tb(float (&d)[32][4], const uint32_t (&a)[4], uint64_t db,
+                                 uint32_t accumulate)
+{
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %69, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                 MLA_WGMMA_D128_REGS
+                 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n\t}"
+        : MLA_WGMMA_ACC128(d, NT0)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
 }
 
 } /* namespace mla */

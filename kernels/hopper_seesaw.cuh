@@ -1,0 +1,248 @@
+/*
+ * hopper_seesaw.cuh - the consumer warpgroups (warps 0-7) of the wide
+ * sm_90a kernel for BF16 caches: 64 packed query rows per CTA M tile.
+ *
+ * The tiles go in pairs, the even one in stage 0 and the odd one in stage
+ * 1.  WG 0 computes the scores of the even tile, WG 1 those of the odd
+ * one, each for all 64 keys at once (wgmma m64n64k16 over the 576 dims),
+ * so the Q tile is read once per tile, not once per warpgroup.  WG w owns
+ * O[:, 256 w .. 256 w + 255] and multiplies both tiles' P into it: its own
+ * tile's P from registers, the other's from shared memory (the tile's
+ * RoPE chunk, which P V does not read).  The running row maximum goes from
+ * WG 0 to WG 1 and back once per pair:
+ *
+ *   WG 0: S_a = Q K_a^T; m_a = max(m, rowmax S_a); P_a; hand m_a, P_a to
+ *         WG 1; O_L = O_L x + P_a V_a,L; free stage 0; take m_b from WG 1;
+ *         O_L = O_L y + P_b V_b,L; free stage 1;
+ *   WG 1: take m_a; O_R = O_R x + P_a V_a,R; free stage 0; S_b = Q K_b^T;
+ *         m_b = max(m_a, rowmax S_b); P_b; hand m_b, P_b to WG 0; O_R =
+ *         O_R y + P_b V_b,R; free stage 1
+ *
+ * (x, y: the factors of the old maxima).  Stage 0 is freed as soon as
+ * both P V of its tile retired, before the odd tile is needed, so the
+ * loader refills it while stage 1 is consumed: with two 72-KB stages the
+ * loads are the limit at 128 heads, and a stage held until the end of the
+ * pair would leave the loader idle.  Both warpgroups end every pair with
+ * the same maximum; each keeps the row sum of its own tile's P, and the
+ * two sums add at the end.  The maxima pass through the stage-scale area
+ * (unused with BF16), ordered by the mbarriers to_wg1 / to_wg0 (one
+ * phase per pair; each side writes its next value only after it waited
+ * for the other's, so one word per row and side suffices).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef MLA_HOPPER_SEESAW_CUH
+#define MLA_HOPPER_SEESAW_CUH
+
+#include "hopper_layout.cuh"
+#include "hopper_consume.cuh"
+#include "wgmma.cuh"
+#include "softmax.cuh"
+#include "epilogue.cuh"
+#include "trace.cuh"
+
+namespace mla {
+namespace hopper {
+
+/* S[64 x 64] = Q K^T over the 9 chunks of the tile at stg. */
+MLA_DEV void qk_tile(float (&s)[8][4], uint32_t sq, uint32_t stg)
+{
+#pragma unroll
+    for (int ch = 0; ch < 9; ch++)
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++)
+            wgmma_m64n64_ss(s, wg_desc(sq + ch * kChunk + 32u * ks, 16u, 1024u),
+                            wg_desc(stg + ch * kChunk + 32u * ks, 16u, 1024u),
+                            (ch | ks) != 0 ? 1u : 0u);
+}
+
+struct SeesawConsumer {
+    const mla_decode_params &p;
+    const Cta &c;
+    uint32_t wg, g, tq, tid;
+    int row0;
+    int lim[2];
+    uint32_t mine, other; /* row0's maximum word of this WG / of the other */
+    float o[32][4];
+    float s[8][4];
+    uint32_t pf[4][4]; /* P of this WG's tile, the A fragments of its 4 k-steps */
+    OnlineSoftmax sm;
+
+    MLA_DEV SeesawConsumer(const mla_decode_params &p_, const Cta &c_, uint32_t wg_,
+                           uint32_t wl, uint32_t lane)
+        : p(p_), c(c_), wg(wg_), g(lane >> 2), tq(lane & 3u), tid(128u * wg_ + 32u * wl + lane)
+    {
+        row0 = (int)(16u * wl + g);
+        row_limits(p, c, row0, lim);
+        mine = c.sscl + 4u * (64u * wg + (uint32_t)row0);
+        other = c.sscl + 4u * (64u * (wg ^ 1u) + (uint32_t)row0);
+#pragma unroll
+        for (int i = 0; i < 32; i++)
+            o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+        sm.init();
+    }
+
+    /* S of tile t in stage st, once it has landed; retires every wgmma
+     * of this WG.  (Starting on each third of the tile as it lands,
+     * three barriers a stage, measured 3 % slower: bench/NOTES.md.) */
+    MLA_DEV void scores(int t, const PipeState &st)
+    {
+        const uint32_t stg = c.stage(st.stage);
+        mbar_wait(c.pipe().full_bar(st), st.phase);
+        if (tid == 0 && t == c.t0)
+            MLA_STAMP(8); /* the first tile landed */
+        const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
+        if (nvalid < kBN) /* the other WG reads these rows only after a hand-over */
+            zero_tail(stg, nvalid, tid & 127u, 128u, kNbWg0 + wg);
+        wg_fence();
+        qk_tile(s, c.sq, stg);
+        wg_commit();
+        wg_wait<0>();
+        wg_hold(s);
+    }
+
+    /* P of tile t in s and pf, the running maximum past it in sm.m, and
+     * the factor for what O holds. */
+    MLA_DEV void softmax(int t, float (&alpha)[2])
+    {
+        float mx[2];
+        sm.tile_max<8>(s, p.score_scale_log2, t * (int)kBN + 2 * (int)tq, lim, mx);
+        sm.tile_exp<8>(s, mx, alpha);
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++) {
+            pf[ks][0] = pack_bf16x2(s[2 * ks][0], s[2 * ks][1]);         /* row g, keys 2t..  */
+            pf[ks][1] = pack_bf16x2(s[2 * ks][2], s[2 * ks][3]);         /* row g + 8         */
+            pf[ks][2] = pack_bf16x2(s[2 * ks + 1][0], s[2 * ks + 1][1]); /* row g, keys 2t + 8 */
+            pf[ks][3] = pack_bf16x2(s[2 * ks + 1][2], s[2 * ks + 1][3]);
+        }
+    }
+
+    /* Hand the running maximum (and with_p: this WG's P, bf16 in chunk 8
+     * of stage `stage`, K-major like the A of pv_shared) to the other WG
+     * through mbarrier `bar`. */
+    MLA_DEV void hand_over(uint32_t stage, bool with_p, uint32_t bar)
+    {
+        if (tq == 0) {
+            sts32(mine, __float_as_uint(sm.m[0]));
+            sts32(mine + 32u, __float_as_uint(sm.m[1]));
+        }
+        if (with_p) {
+            const uint32_t pb = c.stage(stage) + 8u * kChunk + (uint32_t)row0 * 128u + 4u * tq;
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) {
+                const uint32_t gr = ((uint32_t)nt ^ g) << 4;
+                sts32(pb + gr, pf[nt >> 1][2 * (nt & 1)]);
+                sts32(pb + 1024u + gr, pf[nt >> 1][2 * (nt & 1) + 1]);
+            }
+            fence_proxy_async();
+        }
+        mbar_arrive(bar);
+    }
+
+    /* Wait for the other WG's maximum (phase `parity` of mbarrier `bar`)
+     * and make it ours: the factor for what O and the row sum hold. */
+    MLA_DEV void take_max(uint32_t bar, uint32_t parity, float (&alpha)[2])
+    {
+        mbar_wait(bar, parity);
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            new_max(sm.m[r], lds_f32(other + 32u * (uint32_t)r), alpha[r]);
+            sm.l[r] *= alpha[r];
+        }
+    }
+
+    /* O *= f, row by row; no wgmma may be writing O. */
+    MLA_DEV void rescale(const float (&f)[2])
+    {
+        if (f[0] != 1.0f || f[1] != 1.0f) {
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                o[i][0] *= f[0];
+                o[i][1] *= f[0];
+                o[i][2] *= f[1];
+                o[i][3] *= f[1];
+            }
+        }
+    }
+
+    /* Queue O += P V over this WG's 256 columns of the tile in stage
+     * `stage`, P from pf; one commit group. */
+    MLA_DEV void pv_own(uint32_t stage)
+    {
+        const uint32_t stg = c.stage(stage);
+        wg_fence();
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++) {
+            const uint32_t vb = stg + wg * 4u * kChunk + 2048u * ks;
+            wgmma_m64n128_rs_tb<0>(o, pf[ks], wg_desc(vb, kChunk, 1024u), 1u);
+            wgmma_m64n128_rs_tb<16>(o, pf[ks], wg_desc(vb + 2u * kChunk, kChunk, 1024u), 1u);
+        }
+        wg_commit();
+        wg_hold(o);
+    }
+
+    /* The same with the other WG's P from chunk 8 of the stage. */
+    MLA_DEV void pv_shared(uint32_t stage) { pv_chunk8(o, c.stage(stage), wg); }
+
+    /* Wait for this WG's P V of stage st and free the stage. */
+    MLA_DEV void retire(const PipeState &st)
+    {
+        wg_wait<0>();
+        wg_hold(o);
+        c.pipe().consumer_release(st);
+    }
+
+    MLA_DEV void run()
+    {
+        mbar_wait(c.bars + kBarQ, 0);
+        if (tid == 0)
+            MLA_STAMP(5);
+        const uint32_t to1 = c.bars + kBarToWg1, to0 = c.bars + kBarToWg0;
+        PipeState sa, sb;
+        sa.init();
+        sb.init();
+        sb.stage = 1;
+        for (int ta = c.t0; ta < c.t1; ta += 2) {
+            const bool has_b = ta + 1 < c.t1;
+            float f[2];
+            if (wg == 0) {
+                scores(ta, sa);
+                softmax(ta, f);
+                hand_over(0, true, to1);
+                rescale(f); /* every wgmma of this WG has retired */
+                pv_own(0);
+                retire(sa);
+                take_max(to0, sa.phase, f);
+                rescale(f);
+                if (has_b) {
+                    pv_shared(1);
+                    retire(sb);
+                }
+            } else {
+                take_max(to1, sa.phase, f);
+                rescale(f); /* every wgmma of this WG has retired */
+                pv_shared(0);
+                retire(sa);
+                if (has_b) {
+                    scores(ta + 1, sb);
+                    softmax(ta + 1, f);
+                    hand_over(1, true, to0);
+                    rescale(f);
+                    pv_own(1);
+                    retire(sb);
+                } else {
+                    hand_over(1, false, to0);
+                }
+            }
+            sa.phase ^= 1u;
+            sb.phase ^= 1u;
+        }
+        /* Both WGs end with the same maxima; each summed its own tiles. */
+        finish_wide(p, c, o, sm, row0, wg, tq, tid);
+    }
+};
+
+} /* namespace hopper */
+} /* namespace mla */
+
+#endif /* MLA_HOPPER_SEESAW_CUH */

@@ -126,24 +126,33 @@ static const char *hopper_refusal(const struct mla_gpu_context *g, const struct 
     return NULL;
 }
 
+/* The index of environment variable `name`'s value in words[0..n), where
+ * words[0] also stands for unset or empty; -1 for anything else. */
+static int env_word(const char *name, const char *const *words, int n)
+{
+    const char *env = getenv(name);
+    if (!env || !*env)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(env, words[i]) == 0)
+            return i;
+    return -1;
+}
+
 /* MLA_KERNEL: unset or "auto", "portable", "hopper", "hopper-wide" or
  * "hopper-narrow"
  * (required: plans and calls they cannot serve are refused with
  * NOT_SUPPORTED); -1 for anything else. */
 int mla__gpu_kernel_choice(void)
 {
-    const char *env = getenv("MLA_KERNEL");
-    if (!env || !*env || strcmp(env, "auto") == 0)
-        return MLA_GPU_KERNEL_AUTO;
-    if (strcmp(env, "portable") == 0)
-        return MLA_GPU_KERNEL_PORTABLE;
-    if (strcmp(env, "hopper") == 0)
-        return MLA_GPU_KERNEL_HOPPER;
-    if (strcmp(env, "hopper-wide") == 0)
-        return MLA_GPU_KERNEL_HOPPER_WIDE;
-    if (strcmp(env, "hopper-narrow") == 0)
-        return MLA_GPU_KERNEL_HOPPER_NARROW;
-    return -1;
+    static const char *const words[] = {
+        [MLA_GPU_KERNEL_AUTO] = "auto",
+        [MLA_GPU_KERNEL_PORTABLE] = "portable",
+        [MLA_GPU_KERNEL_HOPPER] = "hopper",
+        [MLA_GPU_KERNEL_HOPPER_WIDE] = "hopper-wide",
+        [MLA_GPU_KERNEL_HOPPER_NARROW] = "hopper-narrow",
+    };
+    return env_word("MLA_KERNEL", words, (int)(sizeof(words) / sizeof(words[0])));
 }
 
 /* Requests x KV heads from which the narrow FP8 kernel is taken by
@@ -221,14 +230,12 @@ enum { SCHEDULE_AUTO, SCHEDULE_SEPARATE, SCHEDULE_FUSED };
  * anything else. */
 static int schedule_choice(void)
 {
-    const char *env = getenv("MLA_SCHEDULE");
-    if (!env || !*env || strcmp(env, "auto") == 0)
-        return SCHEDULE_AUTO;
-    if (strcmp(env, "separate") == 0)
-        return SCHEDULE_SEPARATE;
-    if (strcmp(env, "fused") == 0)
-        return SCHEDULE_FUSED;
-    return -1;
+    static const char *const words[] = {
+        [SCHEDULE_AUTO] = "auto",
+        [SCHEDULE_SEPARATE] = "separate",
+        [SCHEDULE_FUSED] = "fused",
+    };
+    return env_word("MLA_SCHEDULE", words, (int)(sizeof(words) / sizeof(words[0])));
 }
 
 /* MLA_SPLIT_MIN_TILES: the fewest KV tiles per split (1..64), or 0 when

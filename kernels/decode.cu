@@ -220,15 +220,8 @@ MLA_DEV void mma_role(const mla_decode_params &p, const Cta &c, uint32_t warp, u
             mma_qk<NT, FMT == MLA_FMT_FP8_DS_MLA>(s, qa, stage + kofs, rope_factor);
             float alpha[2];
             sm.update<NT>(s, p.score_scale_log2, t * BN + 2 * (int)tq, lim, alpha);
-            if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
-#pragma unroll
-                for (int i = 0; i < 32; i++) {
-                    o[i][0] *= alpha[0];
-                    o[i][1] *= alpha[0];
-                    o[i][2] *= alpha[1];
-                    o[i][3] *= alpha[1];
-                }
-            }
+            if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f))
+                scale_rows(o, alpha);
             uint32_t pf[NT / 2][4];
             p_to_frags<NT>(s, pf);
             mma_pv<NT / 2>(o, pf, stage + vofs);

@@ -154,15 +154,8 @@ struct SeesawConsumer {
     /* O *= f, row by row; no wgmma may be writing O. */
     MLA_DEV void rescale(const float (&f)[2])
     {
-        if (f[0] != 1.0f || f[1] != 1.0f) {
-#pragma unroll
-            for (int i = 0; i < 32; i++) {
-                o[i][0] *= f[0];
-                o[i][1] *= f[0];
-                o[i][2] *= f[1];
-                o[i][3] *= f[1];
-            }
-        }
+        if (f[0] != 1.0f || f[1] != 1.0f)
+            scale_rows(o, f);
     }
 
     /* Queue O += P V over this WG's 256 columns of the tile in stage

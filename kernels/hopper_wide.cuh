@@ -140,15 +140,8 @@ struct WideConsumer {
      * + 8 nt + 2 tq), and wait for the other half. */
     MLA_DEV void publish_p(const PipeState &st)
     {
-        if (alpha[0] != 1.0f || alpha[1] != 1.0f) {
-#pragma unroll
-            for (int i = 0; i < 32; i++) {
-                o[i][0] *= alpha[0];
-                o[i][1] *= alpha[0];
-                o[i][2] *= alpha[1];
-                o[i][3] *= alpha[1];
-            }
-        }
+        if (alpha[0] != 1.0f || alpha[1] != 1.0f)
+            scale_rows(o, alpha);
         const uint32_t pb = c.stage(st.stage) + 8u * kChunk + (uint32_t)row0 * 128u + 4u * tq;
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) {

@@ -46,11 +46,12 @@ MLA_DEV long long len_limit(const mla_decode_params &p)
 
 /* Splits *ns and tiles per split *tps of a request of len > 0 keys, out
  * of a batch of `total` KV tiles: the request's share of one wave of
- * target_ctas CTAs, rounded down, so the grid holds at most one wave
- * (a few CTAs past it would run as a second wave, as long as the first)
- * but for requests too short for a share of their own; at least one split, at most max_splits, and at least min_split_tiles
- * tiles each (each extra split costs a 512-wide fp32 partial per row and
- * a longer combine).  No split is left empty. */
+ * target_ctas CTAs, rounded down, so the grid holds at most one wave (a
+ * few CTAs past it would run as a second wave, as long as the first) but
+ * for requests too short for a share of their own.  At least one split,
+ * at most max_splits, and at least min_split_tiles tiles each (each extra
+ * split costs a 512-wide fp32 partial per row and a longer combine).  No
+ * split is left empty. */
 MLA_DEV void split_request(const mla_decode_params &p, int len, int bn, long long total,
                            int &ns, int &tps)
 {

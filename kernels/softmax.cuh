@@ -26,6 +26,20 @@ MLA_DEV float new_max(float &m, float mx, float &alpha)
     return base;
 }
 
+/* O rows *= their factors (f[0] row g, f[1] row g + 8) over a 64 x 256
+ * accumulator in the m16n8 layout: what a new running maximum does to
+ * what was accumulated. */
+MLA_DEV void scale_rows(float (&o)[32][4], const float (&f)[2])
+{
+#pragma unroll
+    for (int i = 0; i < 32; i++) {
+        o[i][0] *= f[0];
+        o[i][1] *= f[0];
+        o[i][2] *= f[1];
+        o[i][3] *= f[1];
+    }
+}
+
 struct OnlineSoftmax {
     float m[2]; /* running max of scaled scores (log2 units), -inf if none */
     float l[2]; /* this thread's part of the running sum of exp2(s - m) */

@@ -77,6 +77,29 @@ MLA_DEV uint32_t e4m3_pair_bf16x2(uint32_t a, uint32_t b)
     return d;
 }
 
+/* Bytes 0, 1 (LO) or 2, 3 (HI) of w (e4m3) as one f16x2, exact: one
+ * cvt each, no byte permute, for K fragments taken against an f16 Q tile
+ * (the QK MMAs of the narrow FP8 kernel).  The e4m3 NaN stays NaN. */
+MLA_DEV uint32_t e4m3_lo_f16x2(uint32_t w)
+{
+    uint32_t d;
+    asm("{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %1;\n\t"
+        "cvt.rn.f16x2.e4m3x2 %0, lo;\n\t}"
+        : "=r"(d)
+        : "r"(w));
+    return d;
+}
+
+MLA_DEV uint32_t e4m3_hi_f16x2(uint32_t w)
+{
+    uint32_t d;
+    asm("{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %1;\n\t"
+        "cvt.rn.f16x2.e4m3x2 %0, hi;\n\t}"
+        : "=r"(d)
+        : "r"(w));
+    return d;
+}
+
 /* The same times fp32 scales (one per byte), rounded to bf16 as
  * e4m3x8_to_bf16x8 does (exact for powers of two). */
 template <int LO, int HI>

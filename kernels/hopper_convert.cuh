@@ -134,10 +134,18 @@ MLA_DEV void convert_in_place(const Cta &c, uint32_t stage, uint32_t nvalid, uin
 template <int FMT, bool NARROW>
 MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid)
 {
-    if (kFp8Direct<FMT, NARROW>)
-        load_q_permuted(p, c, tid);
-    else
+    if (kFp8Direct<FMT, NARROW>) {
+        const uint32_t nf16 = q_f16_chunks<FMT>(p);
+        float undo = 1.0f;
+        if (nf16)
+            undo = load_q_permuted_f16(p, c, tid, nf16, c.bars + kQMax);
+        else
+            load_q_permuted(p, c, tid);
+        if (tid == 0)
+            sts32(c.bars + kQScale, __float_as_uint(undo));
+    } else {
         load_q(p, c, tid, NARROW ? MLA_NARROW_ROWS : MLA_BLOCK_M);
+    }
     cp_async_wait_all();
     if (tid == 0)
         MLA_STAMP(4); /* Q landed */

@@ -30,9 +30,13 @@ constexpr uint32_t kChunk = 8192, kTile = MLA_HOPPER_TILE_BYTES;
  *   flags       136  one word per consumer warpgroup
  *   merge[3]    144  narrow FP8: the warpgroups' merge steps; wide: the
  *                    BF16 hand-overs to WG 1 and to WG 0, the final sums
- *   sched       224  self-scheduling's decision (schedule.cuh, 16 bytes) */
+ *   sched       224  self-scheduling's decision (schedule.cuh, 16 bytes)
+ * Narrow FP8 converts nothing and keeps two words of the Q tile where the
+ * converted barriers are: the writers' maxima (4 words) at qmax, the
+ * factor that undoes the f16 tile's scaling at qscale. */
 constexpr uint32_t kBarLoaded = 0, kBarFree = 40, kBarQ = 80, kBarConverted = 88,
                    kFlags = 136, kBarMerge = 144, kSched = 224;
+constexpr uint32_t kQMax = kBarConverted, kQScale = kBarConverted + 16;
 constexpr uint32_t kBarToWg1 = kBarMerge, kBarToWg0 = kBarMerge + 8, kBarSums = kBarMerge + 16;
 /* Chunk groups the wide converter releases one by one (QK starts on the
  * first while the rest is converted): E4M3 chunks {0-2, 3-5, 6-8}, DS_MLA
@@ -47,6 +51,19 @@ constexpr uint32_t kNbMax = 1, kNbP = 2, kNbTail = 3, kNbCvt = 4, kNbSum = 5, kN
 /* The narrow FP8 layout: consumers convert in registers (hopper_narrow_fp8.cuh). */
 template <int FMT, bool NARROW>
 constexpr bool kFp8Direct = NARROW && FMT != MLA_FMT_BF16;
+
+/* Narrow FP8: the leading 64-dim chunks of the Q tile held in f16, whose
+ * K bytes the consumers convert unscaled with one cvt per pair: the nope
+ * chunks of DS_MLA (its RoPE is bf16 in the cache), all of E4M3 without
+ * block scales or with 128-dim ones (folded into the scores); smaller
+ * E4M3 blocks scale each K value in bf16 (0: a BF16 tile). */
+template <int FMT>
+MLA_DEV uint32_t q_f16_chunks(const mla_decode_params &p)
+{
+    if (FMT == MLA_FMT_FP8_DS_MLA)
+        return 8;
+    return p.scales_per_row == 0 || p.scales_per_row == 5 ? 9 : 0;
+}
 
 /* Stages of each layout. */
 template <int FMT, bool NARROW>

@@ -111,28 +111,95 @@ MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid, int 
  * thread quad t holds at its fragment positions 2t, 2t + 1 the dims 16 t +
  * 4 s, + 1, and at 2t + 8, 2t + 9 the dims 16 t + 4 s + 2, + 3.  Stored
  * granule (8 columns j = 8 h .. 8 h + 7 of step s) of a row is therefore
- * the bf16 pairs at dims 16 t + 4 s + 2 h, t = 0..3: four 4-byte copies.
- * 16 x 72 granules, 9 per thread, all in flight; rows past rows_here are
- * zeros.  The caller waits (cp_async_wait_all).
+ * the bf16 pairs at dims 16 t + 4 s + 2 h, t = 0..3: four 4-byte pieces.
+ * 16 x 72 granules, 9 per thread; rows past rows_here are zeros.
  */
+struct QGranule {
+    const uint32_t *src; /* the granule's first pair (piece t at src + 8 t); null: dead row */
+    uint32_t dst;        /* its shared address */
+    uint32_t ch;         /* its 64-dim chunk */
+};
+
+MLA_DEV QGranule q_granule(const mla_decode_params &p, const Cta &c, uint32_t i)
+{
+    const uint32_t r = i / 72u, gi = i % 72u, ch = gi >> 3, s = (gi & 7u) >> 1, h = gi & 1u;
+    QGranule q;
+    q.src = nullptr;
+    if ((int)r < c.rows_here)
+        q.src = (const uint32_t *)((const uint8_t *)p.q +
+                                   q_row_index(p, c, (int)r) * (MLA_D_QK * 2)) +
+                32u * ch + 2u * s + h;
+    q.dst = c.sq + ch * c.qchunk + (r >> 3) * 1024u + (r & 7u) * 128u +
+            (((gi & 7u) ^ (r & 7u)) << 4);
+    q.ch = ch;
+    return q;
+}
+
+/* BF16 as it is, all in flight as cp.async copies; the caller waits
+ * (cp_async_wait_all). */
 MLA_DEV void load_q_permuted(const mla_decode_params &p, const Cta &c, uint32_t tid)
 {
 #pragma unroll 3
     for (uint32_t k = 0; k < 9; k++) {
-        const uint32_t i = tid + 128u * k;
-        const uint32_t r = i / 72u, gi = i % 72u, ch = gi >> 3, s = (gi & 7u) >> 1, h = gi & 1u;
-        const bool live = (int)r < c.rows_here;
-        const uint32_t *q = (const uint32_t *)p.q;
-        if (live)
-            q = (const uint32_t *)((const uint8_t *)p.q +
-                                   q_row_index(p, c, (int)r) * (MLA_D_QK * 2)) +
-                32u * ch + 2u * s + h;
-        const uint32_t dst = c.sq + ch * c.qchunk + (r >> 3) * 1024u + (r & 7u) * 128u +
-                             (((gi & 7u) ^ (r & 7u)) << 4);
+        const QGranule q = q_granule(p, c, tid + 128u * k);
 #pragma unroll
         for (uint32_t t = 0; t < 4; t++)
-            cp_async_4z(dst + 4u * t, live ? q + 8u * t : q, live ? 4u : 0u);
+            cp_async_4z(q.dst + 4u * t, q.src ? q.src + 8u * t : (const uint32_t *)p.q,
+                        q.src ? 4u : 0u);
     }
+}
+
+/*
+ * The same tile with chunks 0 .. nf16 - 1 in f16 times 2^kq (the rest
+ * BF16 as it is), for QK MMAs against K converted by one cvt per pair
+ * (e4m3_lo/hi_f16x2).  kq puts the tile's largest |q| in [2^14, 2^15), so
+ * f16 holds every bf16 value exactly but those below 2^-38 of that
+ * largest (flushed towards zero: a change of the scores far below fp32
+ * accumulation error); returns 2^-kq, the factor that undoes it.  All 128
+ * threads of the warpgroup call it; named barrier kNbCvt, scratch words at
+ * maxw (4 words).
+ */
+MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint32_t tid,
+                                  uint32_t nf16, uint32_t maxw)
+{
+    /* Two passes over the 36 words of a thread (the second from L1): the
+     * warpgroup's 56 registers do not hold them across the reduction. */
+    uint32_t m = 0u; /* bits of the largest |q|: non-negative floats order as integers */
+#pragma unroll 3
+    for (uint32_t k = 0; k < 9; k++) {
+        const QGranule q = q_granule(p, c, tid + 128u * k);
+        if (q.src && q.ch < nf16)
+#pragma unroll
+            for (uint32_t t = 0; t < 4; t++) {
+                const uint32_t x = __ldg(q.src + 8u * t);
+                m = max(m, max((x << 16) & 0x7fff0000u, x & 0x7fff0000u));
+            }
+    }
+    m = __reduce_max_sync(0xffffffffu, m);
+    if ((tid & 31u) == 0)
+        sts32(maxw + 4u * (tid >> 5), m);
+    bar_sync(kNbCvt, 128);
+    m = max(max(lds32(maxw), lds32(maxw + 4u)), max(lds32(maxw + 8u), lds32(maxw + 12u)));
+    /* floor(log2 max) = e; kq = 14 - e, kept where 2^kq and 2^-kq are
+     * normal floats (a zero tile: anything). */
+    const int e = (int)(m >> 23) - 127;
+    const int kq = max(-120, min(100, 14 - e));
+    const float up = __int_as_float((127 + kq) << 23);
+#pragma unroll 3
+    for (uint32_t k = 0; k < 9; k++) {
+        const QGranule q = q_granule(p, c, tid + 128u * k);
+#pragma unroll
+        for (uint32_t t = 0; t < 4; t++) {
+            uint32_t x = q.src ? __ldg(q.src + 8u * t) : 0u;
+            if (q.ch < nf16) {
+                const float lo = __uint_as_float(x << 16) * up;
+                const float hi = __uint_as_float(x & 0xffff0000u) * up;
+                asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(x) : "f"(hi), "f"(lo));
+            }
+            sts32(q.dst + 4u * t, x);
+        }
+    }
+    return __int_as_float((127 - kq) << 23);
 }
 
 } /* namespace hopper */

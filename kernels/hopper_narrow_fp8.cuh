@@ -6,7 +6,10 @@
  * registers (convert.cuh's pair conversions) and runs both MMAs with A
  * from registers, B from shared memory:
  *   S^T[64 keys x 16] = K Q^T       36 k-steps of m64n16k16 (DS_MLA: 32
- *                                   FP8 nope steps, 4 bf16 RoPE steps);
+ *                                   FP8 nope steps, 4 bf16 RoPE steps),
+ *                                   f16 where the K bytes need no scale
+ *                                   (one cvt per pair; the Q tile is then
+ *                                   f16, scaled by a power of two);
  *   O^T[512 dims x 16] += V^T P^T   8 m-tiles x 4 k-steps.
  * So the stages hold FP8 bytes only (five E4M3 tiles or four DS_MLA tiles
  * in flight instead of one) and no warpgroup converts for the others.
@@ -70,6 +73,7 @@ struct NarrowFp8Consumer {
     uint32_t pbuf;             /* this WG's P tile */
     int gshift, spr;           /* E4M3 block scales (0: none) */
     float rope_factor;
+    float qscale; /* undoes the f16 Q tile's power-of-two scaling (1: BF16) */
     float o[8][2][4]; /* O^T, m-tile m = dims 16 (8 w + g) + 2 m (+1) */
     float s[2][4], sr[2][4];
     float alpha[4];
@@ -144,7 +148,7 @@ struct NarrowFp8Consumer {
 
     /* Fragments of the chunk's 4 k-steps: a[s] = {row g cols 2t.., row
      * g + 8, row g cols 2t + 8.., row g + 8}. */
-    template <bool SC>
+    template <bool SC, bool F16>
     MLA_DEV void k_frags(const KRaw &k, uint32_t ch, uint32_t (&a)[4][4]) const
     {
         const uint32_t xw[4] = {k.x.x, k.x.y, k.x.z, k.x.w}, yw[4] = {k.y.x, k.y.y, k.y.z, k.y.w};
@@ -162,10 +166,17 @@ struct NarrowFp8Consumer {
         }
 #pragma unroll
         for (int st = 0; st < 4; st++) {
-            a[st][0] = frag_pair<SC, 0, 1>(xw[st], 0u, k.sx, k.sx);
-            a[st][1] = frag_pair<SC, 0, 1>(yw[st], 0u, k.sy, k.sy);
-            a[st][2] = frag_pair<SC, 2, 3>(xw[st], 0u, k.sx, k.sx);
-            a[st][3] = frag_pair<SC, 2, 3>(yw[st], 0u, k.sy, k.sy);
+            if constexpr (F16) {
+                a[st][0] = e4m3_lo_f16x2(xw[st]);
+                a[st][1] = e4m3_lo_f16x2(yw[st]);
+                a[st][2] = e4m3_hi_f16x2(xw[st]);
+                a[st][3] = e4m3_hi_f16x2(yw[st]);
+            } else {
+                a[st][0] = frag_pair<SC, 0, 1>(xw[st], 0u, k.sx, k.sx);
+                a[st][1] = frag_pair<SC, 0, 1>(yw[st], 0u, k.sy, k.sy);
+                a[st][2] = frag_pair<SC, 2, 3>(xw[st], 0u, k.sx, k.sx);
+                a[st][3] = frag_pair<SC, 2, 3>(yw[st], 0u, k.sy, k.sy);
+            }
         }
     }
 
@@ -175,16 +186,19 @@ struct NarrowFp8Consumer {
      * scale blocks of 128 dims folded (DS_MLA, E4M3 /128), the K bytes are
      * converted unscaled and block b's part of S^T goes to kacc[b] (else
      * all of it to kacc[0]): the row scales are applied to the partial
-     * scores, 10 products a thread instead of 288 scaled conversions. */
+     * scores, 10 products a thread instead of 288 scaled conversions.
+     * Unscaled K bytes become f16 (one cvt per pair) against the f16 Q
+     * tile; scaled ones bf16 against a BF16 tile (q_f16_chunks). */
     template <bool SC, int KF>
     MLA_DEV void qk(uint32_t stg, uint32_t scl, float (&kacc)[kAccBlocks<KF>][2][4])
     {
         constexpr bool kScaledK = SC && KF == 0;
+        constexpr bool kF16 = !kScaledK;
         /* Two fragment buffers: a third (conversion two chunks ahead of
          * the MMAs) measured no faster (bench/NOTES.md). */
         constexpr uint32_t NB = 2;
         uint32_t a[NB][4][4];
-        k_frags<kScaledK>(k_load<kScaledK>(stg, scl, 0), 0, a[0]);
+        k_frags<kScaledK, kF16>(k_load<kScaledK>(stg, scl, 0), 0, a[0]);
         /* The previous tile's P V retires first: with its groups still in
          * flight here, ptxas serializes every wgmma of the loop (C7514). */
         wg_wait<0>();
@@ -199,17 +213,18 @@ struct NarrowFp8Consumer {
                 } else if (KF > 0) {
                     constexpr int kLast = KF > 0 ? KF - 1 : 0;
                     const int b = (int)(ch >> 1) < kLast ? (int)(ch >> 1) : kLast;
-                    wgmma_m64n16_rs(kacc[b], a[ch % NB][st], db,
+                    wgmma_m64n16_rs<kF16>(kacc[b], a[ch % NB][st], db,
                                     (ch == 2u * (uint32_t)b && st == 0) ? 0u : 1u);
                 } else {
-                    wgmma_m64n16_rs(kacc[0], a[ch % NB][st], db, (ch | st) != 0 ? 1u : 0u);
+                    wgmma_m64n16_rs<kF16>(kacc[0], a[ch % NB][st], db,
+                                          (ch | st) != 0 ? 1u : 0u);
                 }
             }
             wg_commit();
             if (ch + 1 < 9) {
                 const KRaw k = k_load<kScaledK>(stg, scl, ch + 1);
                 wg_wait<NB - 1>(); /* chunk ch + 1 - NB retired: its buffer is free */
-                k_frags<kScaledK>(k, ch + 1, a[(ch + 1) % NB]);
+                k_frags<kScaledK, kF16>(k, ch + 1, a[(ch + 1) % NB]);
             }
         }
     }
@@ -222,7 +237,8 @@ struct NarrowFp8Consumer {
         return lds_f32(scl + 4u * (r * (uint32_t)spr + b));
     }
 
-    /* Once kacc has retired: s = sum over blocks of scale x partial. */
+    /* Once kacc has retired: s = sum over blocks of scale x partial,
+     * times qscale. */
     template <int KF>
     MLA_DEV void fold_scores(float (&kacc)[kAccBlocks<KF>][2][4], const float (&sx)[kAccBlocks<KF>],
                              const float (&sy)[kAccBlocks<KF>])
@@ -238,7 +254,7 @@ struct NarrowFp8Consumer {
 #pragma unroll
                 for (int b = 0; b < KF; b++)
                     v = fmaf(e < 2 ? sx[b] : sy[b], kacc[b][j][e], v);
-                s[j][e] = v;
+                s[j][e] = v * qscale;
             }
     }
 
@@ -391,7 +407,7 @@ struct NarrowFp8Consumer {
                 for (int j = 0; j < 2; j++)
 #pragma unroll
                     for (int e = 0; e < 4; e++)
-                        s[j][e] = kacc[0][j][e];
+                        s[j][e] = kacc[0][j][e] * qscale;
             }
             softmax(tt);
             publish_p();
@@ -408,6 +424,7 @@ struct NarrowFp8Consumer {
     MLA_DEV void run()
     {
         mbar_wait(c.bars + kBarQ, 0);
+        qscale = lds_f32(c.bars + kQScale);
         /* Block scales of 128 dims fold into the scores (E4M3: 5 blocks of
          * the 576, DS_MLA: the 4 nope blocks); smaller E4M3 blocks scale
          * each converted K value. */

@@ -119,17 +119,27 @@ MLA_DEV void wgmma_m64n16_ss(float (&d)[2][4], uint64_t da, uint64_t db, uint32_
 /* d (+)= A[64 x 16] B[16 x 16], A in registers (the m16n8k16 A fragment
  * of each warp's 16 rows: a[0] row g, columns 2t, 2t + 1; a[1] row g + 8;
  * a[2], a[3] the same at columns 2t + 8, 2t + 9), B K-major in shared
- * memory.  A must not change until the wgmma has retired. */
+ * memory.  A must not change until the wgmma has retired.  F16: A and B
+ * are f16 instead of bf16. */
+#define MLA_WGMMA_M64N16_RS(ty)                                                                 \
+    "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %13, 0;\n\t"                                          \
+    "wgmma.mma_async.sync.aligned.m64n16k16.f32." ty "." ty " "                                 \
+    "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n\t}"
+template <bool F16 = false>
 MLA_DEV void wgmma_m64n16_rs(float (&d)[2][4], const uint32_t (&a)[4], uint64_t db,
                              uint32_t accumulate)
 {
-    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %13, 0;\n\t"
-                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n\t}"
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+#define MLA_OPERANDS                                                                            \
+    : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), \
+      "+f"(d[1][2]), "+f"(d[1][3])                                                              \
+    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate)
+    if constexpr (F16)
+        asm volatile(MLA_WGMMA_M64N16_RS("f16") MLA_OPERANDS);
+    else
+        asm volatile(MLA_WGMMA_M64N16_RS("bf16") MLA_OPERANDS);
+#undef MLA_OPERANDS
 }
+#undef MLA_WGMMA_M64N16_RS
 
 /* The 64 accumulator operands of an m64n128 wgmma: columns [8 NT0, 8 NT0 +
  * 128) of the accumulator d. */

@@ -209,6 +209,7 @@ struct kcase {
     int sample;            /* requests checked on the CPU; 0 = all */
     int no_lse;
     double softmax_scale;  /* 0 = default */
+    double q_scale;        /* Q values times this (0 = 1) */
     int null_stream;       /* decode on the legacy stream */
     const char *kernel;    /* MLA_KERNEL for the plan; NULL = unset (auto) */
 };
@@ -247,11 +248,11 @@ static void name_cases(void)
         for (int b = 0; b < c->batch; b++)
             mx = c->lens[b] > mx ? c->lens[b] : mx;
         snprintf(c->name, sizeof(c->name),
-                 "#%d %s h%d/%d n%d%s P%d b%d maxlen %d bn%d%s%s%s%s%s%s", i,
+                 "#%d %s h%d/%d n%d%s P%d b%d maxlen %d bn%d%s%s%s%s%s%s%s", i,
                  modes[c->mode].name, c->h_q, c->h_kv, c->q_len, c->causal ? " causal" : "",
                  c->page, c->batch, (int)mx, c->block_n, c->stages ? " stages" : "",
                  c->no_lse ? " nolse" : "", c->softmax_scale > 0 ? " sscale" : "",
-                 c->null_stream ? " nullstream" : "", c->kernel ? " kernel=" : "",
+                 c->q_scale > 0 ? " qscale" : "", c->null_stream ? " nullstream" : "", c->kernel ? " kernel=" : "",
                  c->kernel ? c->kernel : "");
     }
 }
@@ -414,6 +415,17 @@ static void build_cases(void)
         c->kernel = "hopper";
         c->no_lse = 1;
         c->softmax_scale = 0.05;
+        /* Q far outside f16's range, both ways (the narrow FP8 kernels
+         * take the scores in f16, Q scaled by a power of two), with the
+         * softmax scale keeping the scores of order one. */
+        for (int m = 0; m < NMODES; m++) {
+            if (m == M_BF16)
+                continue;
+            c = add_case(16, 1, 1, m, 64, 0, 7, lens_mix7);
+            c->kernel = "hopper-narrow";
+            c->q_scale = m % 2 ? 1e6 : 1e-6;
+            c->softmax_scale = m % 2 ? 1e-6 : 1e6;
+        }
     }
 
     /* Odds and ends: no LSE, explicit softmax scale, all lengths 0, a plan
@@ -573,7 +585,9 @@ static void build_problem(struct prob *p, const struct kcase *c, const int32_t *
     p->q_elems = (size_t)B * c->q_len * c->h_q * MLA_D_QK;
     p->q = halloc(p->q_elems * 2);
     for (size_t i = 0; i < p->q_elems; i++)
-        p->q[i] = rnd_input();
+        p->q[i] = c->q_scale > 0 ? mla_float_to_bf16((float)(mla_bf16_to_float(rnd_input()) *
+                                                           c->q_scale))
+                                 : rnd_input();
     p->out_elems = (size_t)B * c->q_len * c->h_q * MLA_D_V;
     p->lse_elems = (size_t)B * c->h_q * c->q_len;
 

@@ -119,7 +119,7 @@ MLA_DEV void decode(const mla_hopper_params &hp)
         MLA_STAMP(1);
     Cta c0;
     if (p.self_schedule && launch_matches<FMT, NARROW>(p)) {
-        layout<FMT, NARROW>(c0);
+        layout<FMT, NARROW>(p, c0);
         self_schedule(p, kBN, c0.sched());
     }
     if (!setup<FMT, NARROW>(p, c0))

@@ -55,19 +55,21 @@ constexpr bool kFp8Direct = NARROW && FMT != MLA_FMT_BF16;
 /* Narrow FP8: the leading 64-dim chunks of the Q tile held in f16, whose
  * K bytes the consumers convert unscaled with one cvt per pair: the nope
  * chunks of DS_MLA (its RoPE is bf16 in the cache), all of E4M3 without
- * block scales or with 128-dim ones (folded into the scores); smaller
- * E4M3 blocks scale each K value in bf16 (0: a BF16 tile). */
+ * block scales or with 64- or 128-dim ones (folded into the scores);
+ * 32-dim blocks scale each K value in bf16 (0: a BF16 tile). */
 template <int FMT>
 MLA_DEV uint32_t q_f16_chunks(const mla_decode_params &p)
 {
     if (FMT == MLA_FMT_FP8_DS_MLA)
         return 8;
-    return p.scales_per_row == 0 || p.scales_per_row == 5 ? 9 : 0;
+    return p.scales_per_row == 0 || p.scales_per_row == 5 || p.scales_per_row == 9 ? 9 : 0;
 }
 
-/* Stages of each layout. */
+/* Stages of each layout, at most (narrow E4M3: Cta::nstages follows the
+ * scale count). */
 template <int FMT, bool NARROW>
-constexpr uint32_t kNumStages = kFp8Direct<FMT, NARROW> ? MLA_NARROW8_STAGES(FMT) : kStages;
+constexpr uint32_t kNumStages = kFp8Direct<FMT, NARROW> ? (FMT == MLA_FMT_FP8_E4M3 ? 5u : 4u)
+                                                        : kStages;
 
 struct Cta : CtaWork {
     uint32_t sq;      /* Q tile */
@@ -76,8 +78,9 @@ struct Cta : CtaWork {
     uint32_t sstride; /* bytes from one stage to the next */
     uint32_t sscl;    /* block scales of stage 0 */
     uint32_t scl_stride;
-    uint32_t pbuf;    /* narrow: P tile of consumer WG 0 (WG 1's follows) */
-    uint32_t xchg;    /* consumers' exchange area (narrow FP8: the merge) */
+    uint32_t nstages; /* stages in the ring */
+    uint32_t pbuf;    /* narrow: P tile(s) of consumer WG 0 (WG 1's follow) */
+    uint32_t xchg;    /* consumers' exchange area (not narrow FP8) */
     uint32_t cmax;    /* narrow: column exchange */
     uint32_t bars;
     MLA_DEV uint32_t stage(uint32_t s) const { return skv + s * sstride; }
@@ -98,22 +101,25 @@ MLA_DEV bool launch_matches(const mla_decode_params &p)
 
 /* The buffers of the layout (every field but the CtaWork ones). */
 template <int FMT, bool NARROW>
-MLA_DEV void layout(Cta &c)
+MLA_DEV void layout(const mla_decode_params &p, Cta &c)
 {
     extern __shared__ __align__(1024) uint8_t smem[];
     const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;
     c.sq = base;
     c.sstride = kTile;
     c.scl_stride = MLA_HOPPER_SCALE_BYTES;
+    c.nstages = kStages;
     if (kFp8Direct<FMT, NARROW>) {
+        const int spr = FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0;
         c.qchunk = MLA_NARROW_Q_CHUNK;
         c.skv = base + MLA_NARROW8_OFF_STAGES;
-        c.sstride = c.scl_stride = MLA_NARROW8_STAGE_BYTES(FMT);
+        c.sstride = c.scl_stride = mla_narrow8_stage_bytes(FMT, spr);
+        c.nstages = mla_narrow8_stages(FMT, spr);
         c.sscl = c.skv + (FMT == MLA_FMT_FP8_DS_MLA ? 40960u : 36864u);
         c.pbuf = base + MLA_NARROW8_OFF_P;
-        c.xchg = base + MLA_NARROW8_OFF_MERGE;
-        c.cmax = base + MLA_NARROW8_OFF_CMAX;
-        c.bars = base + MLA_NARROW8_OFF_BARS;
+        c.xchg = 0;
+        c.cmax = c.skv + c.nstages * c.sstride;
+        c.bars = c.cmax + 512u;
     } else if (NARROW) {
         c.qchunk = MLA_NARROW_Q_CHUNK;
         c.skv = base + MLA_NARROW_OFF_STAGES;
@@ -139,7 +145,7 @@ MLA_DEV bool setup(const mla_decode_params &p, Cta &c)
 {
     if (!launch_matches<FMT, NARROW>(p))
         return false;
-    layout<FMT, NARROW>(c);
+    layout<FMT, NARROW>(p, c);
     return cta_work(p, kBN, c.sched(), c);
 }
 

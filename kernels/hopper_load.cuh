@@ -77,7 +77,7 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
         if (t == c.t0)
             MLA_STAMP(3); /* the first tile's copies issued */
         page = next;
-        st.advance(kNumStages<FMT, NARROW>);
+        st.advance(c.nstages);
     }
 }
 

@@ -24,12 +24,18 @@
  *       + 4 s, + 1, columns 2t + 8, 2t + 9 dims 16 t + 4 s + 2, + 3: one
  *       16-byte load per row and chunk gives a thread 4 k-steps.  The Q
  *       tile holds Q with the same permutation (load_q_permuted).
- *   PV: A = V^T, M rows = value dims: thread (w, g) owns the 16 dims 16 (8
- *       w + g) .. + 15, m-tile m row g being dim 16 (8 w + g) + 2 m and
- *       row g + 8 the next one, so one load per key serves all 8 m-tiles;
- *       fragment columns 2t, 2t + 1 of k-step ks are keys 16 ks + 4 t, + 1,
- *       columns 2t + 8, 2t + 9 keys 16 ks + 4 t + 2, + 3.  The P tile is
- *       written in that key order, and O^T staged back in dim order.
+ *   PV: A = V^T, M rows = value dims: m-tiles 2 b and 2 b + 1 hold the
+ *       128-dim block b, thread (w, g) its dims 128 b + 32 w + 4 g .. + 3
+ *       (v_dim), so one 4-byte load per key and block serves two m-tiles,
+ *       and one P tile serves a block's two m-tiles.  Fragment columns 2t,
+ *       2t + 1 of k-step ks are keys 16 ks + t, + 4, columns 2t + 8, 2t + 9
+ *       keys 16 ks + t + 8, + 12 (a quad's lanes read consecutive rows:
+ *       2-way bank conflicts, not 4).  The P tile is written in that key
+ *       order, and O^T staged back in dim order.
+ *   Block scales of 128 dims (E4M3 /128, DS_MLA) fold into P instead of
+ *   V: block b's m-tiles take a P tile of P times the keys' block-b scales,
+ *   so V converts unscaled (four P tiles per warpgroup); smaller blocks
+ *   scale each V value.
  * Keys past the length: their scores are masked (P = 0); the unscaled
  * conversion gives finite values for any byte, and the scaled one has its
  * bytes and scales zeroed, so garbage never reaches O.
@@ -49,9 +55,29 @@
 namespace mla {
 namespace hopper {
 
-/* Partial S^T accumulators of a tile: one per folded scale block, or one. */
+/* Folded scale blocks of K: KF (0: none), 128 dims each (DS_MLA: 4,
+ * E4M3 /128: 5, the last one RoPE's 64 dims) or 64 (E4M3 /64: 9, one per
+ * chunk). */
 template <int KF>
-constexpr int kAccBlocks = KF > 0 ? KF : 1;
+constexpr int kScaleBlocks = KF > 0 ? KF : 1;
+/* Partial S^T accumulators of a tile: one per folded block, but /64 uses
+ * five: blocks 0-3 are folded into the scores while chunk 4 runs, and
+ * blocks 5-8 reuse accumulators 0-3. */
+constexpr int kEarlyBlocks = 4;
+template <int KF>
+constexpr int kAccBlocks = KF == 9 ? 5 : KF > 0 ? KF : 1;
+
+/* K chunk ch's scale block, and its accumulator. */
+template <int KF>
+MLA_DEV constexpr int chunk_block(uint32_t ch)
+{
+    return KF == 9 ? (int)ch : ((int)(ch >> 1) < KF - 1 ? (int)(ch >> 1) : KF - 1);
+}
+template <int KF>
+MLA_DEV constexpr int block_acc(int b)
+{
+    return KF == 9 && b > kEarlyBlocks ? b - kEarlyBlocks - 1 : b;
+}
 
 /* Two bytes (LO, HI of {a, b}) as a bf16x2 fragment register, times
  * per-byte scales when SC. */
@@ -65,16 +91,15 @@ MLA_DEV uint32_t frag_pair(uint32_t a, uint32_t b, float s_lo, float s_hi)
 
 template <int FMT>
 struct NarrowFp8Consumer {
-    static constexpr uint32_t kNs = MLA_NARROW8_STAGES(FMT);
     const mla_decode_params &p;
     const Cta &c;
     uint32_t wg, w, g, t, tid; /* tid: 0..255 over both consumer WGs */
     int lim[4];                /* key limit of each column slot */
-    uint32_t pbuf;             /* this WG's P tile */
+    uint32_t pbuf;             /* this WG's P tiles (one per V block when folded) */
     int gshift, spr;           /* E4M3 block scales (0: none) */
     float rope_factor;
     float qscale; /* undoes the f16 Q tile's power-of-two scaling (1: BF16) */
-    float o[8][2][4]; /* O^T, m-tile m = dims 16 (8 w + g) + 2 m (+1) */
+    float o[8][2][4]; /* O^T, m-tile m row g = dim v_dim(m, 0), row g + 8 v_dim(m, 1) */
     float s[2][4], sr[2][4];
     float alpha[4];
     ColumnSoftmax sm;
@@ -87,7 +112,7 @@ struct NarrowFp8Consumer {
 #pragma unroll
         for (int r = 0; r < 4; r++)
             lim[r] = row_limit(p, c, narrow_column(r, t));
-        pbuf = c.pbuf + 2048u * wg;
+        pbuf = c.pbuf + MLA_NARROW8_P_BYTES * wg;
         spr = FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0;
         gshift = spr > 0 ? 31 - __clz(p.scale_block) : 0;
         rope_factor = FMT == MLA_FMT_FP8_DS_MLA ? __frcp_rn(p.out_scale) : 1.0f;
@@ -104,10 +129,15 @@ struct NarrowFp8Consumer {
         return lds_f32(scl + 4u * (r * (uint32_t)spr + ((64u * ch + 16u * t) >> gshift)));
     }
 
-    /* Scale of key row r over this thread's 16 value dims (PV). */
-    MLA_DEV float v_scale(uint32_t scl, uint32_t r) const
+    /* Value dim of O^T m-tile m, row g (h 0) or g + 8 (h 1). */
+    MLA_DEV uint32_t v_dim(int m, int h) const
     {
-        const uint32_t d = 16u * (8u * w + g);
+        return 128u * (uint32_t)(m >> 1) + 32u * w + 4u * g + 2u * (uint32_t)(m & 1) + (uint32_t)h;
+    }
+
+    /* Scale of key row r over this thread's 4 value dims from d (PV). */
+    MLA_DEV float v_scale(uint32_t scl, uint32_t r, uint32_t d) const
+    {
         if (FMT == MLA_FMT_FP8_DS_MLA)
             return lds_f32(scl + 16u * r + 4u * (d >> 7));
         return lds_f32(scl + 4u * (r * (uint32_t)spr + (d >> gshift)));
@@ -183,14 +213,17 @@ struct NarrowFp8Consumer {
     /* S^T of the tile in stage stg: chunk by chunk, the fragments of chunk
      * ch + 1 built while the tensor cores run chunk ch (two buffers; one
      * commit group per chunk).  DS_MLA's RoPE steps go to sr.  With KF
-     * scale blocks of 128 dims folded (DS_MLA, E4M3 /128), the K bytes are
-     * converted unscaled and block b's part of S^T goes to kacc[b] (else
-     * all of it to kacc[0]): the row scales are applied to the partial
-     * scores, 10 products a thread instead of 288 scaled conversions.
+     * scale blocks folded (DS_MLA, E4M3 /128 and /64), the K bytes are
+     * converted unscaled and block b's part of S^T goes to its own
+     * accumulator (else all of it to kacc[0]): the row scales are applied
+     * to the partial scores, 10-18 products a thread instead of 288
+     * scaled conversions (/64 folds blocks 0-3 here, sx and sy holding
+     * their scales).
      * Unscaled K bytes become f16 (one cvt per pair) against the f16 Q
      * tile; scaled ones bf16 against a BF16 tile (q_f16_chunks). */
     template <bool SC, int KF>
-    MLA_DEV void qk(uint32_t stg, uint32_t scl, float (&kacc)[kAccBlocks<KF>][2][4])
+    MLA_DEV void qk(uint32_t stg, uint32_t scl, float (&kacc)[kAccBlocks<KF>][2][4],
+                    const float (&sx)[kScaleBlocks<KF>], const float (&sy)[kScaleBlocks<KF>])
     {
         constexpr bool kScaledK = SC && KF == 0;
         constexpr bool kF16 = !kScaledK;
@@ -211,10 +244,10 @@ struct NarrowFp8Consumer {
                 if (FMT == MLA_FMT_FP8_DS_MLA && ch == 8) {
                     wgmma_m64n16_rs(sr, a[ch % NB][st], db, st != 0 ? 1u : 0u);
                 } else if (KF > 0) {
-                    constexpr int kLast = KF > 0 ? KF - 1 : 0;
-                    const int b = (int)(ch >> 1) < kLast ? (int)(ch >> 1) : kLast;
-                    wgmma_m64n16_rs<kF16>(kacc[b], a[ch % NB][st], db,
-                                    (ch == 2u * (uint32_t)b && st == 0) ? 0u : 1u);
+                    const int b = chunk_block<KF>(ch);
+                    const bool first = KF == 9 || ch == 2u * (uint32_t)b;
+                    wgmma_m64n16_rs<kF16>(kacc[block_acc<KF>(b)], a[ch % NB][st], db,
+                                          first && st == 0 ? 0u : 1u);
                 } else {
                     wgmma_m64n16_rs<kF16>(kacc[0], a[ch % NB][st], db,
                                           (ch | st) != 0 ? 1u : 0u);
@@ -224,12 +257,14 @@ struct NarrowFp8Consumer {
             if (ch + 1 < 9) {
                 const KRaw k = k_load<kScaledK>(stg, scl, ch + 1);
                 wg_wait<NB - 1>(); /* chunk ch + 1 - NB retired: its buffer is free */
+                if (KF == 9 && ch == kEarlyBlocks)
+                    fold_blocks<KF, 0, kEarlyBlocks>(kacc, sx, sy, false);
                 k_frags<kScaledK, kF16>(k, ch + 1, a[(ch + 1) % NB]);
             }
         }
     }
 
-    /* Scale of key row r over 128-dim block b (folded formats). */
+    /* Scale of key row r over block b (folded formats). */
     MLA_DEV float block_scale(uint32_t scl, uint32_t r, uint32_t b) const
     {
         if (FMT == MLA_FMT_FP8_DS_MLA)
@@ -237,25 +272,56 @@ struct NarrowFp8Consumer {
         return lds_f32(scl + 4u * (r * (uint32_t)spr + b));
     }
 
-    /* Once kacc has retired: s = sum over blocks of scale x partial,
-     * times qscale. */
-    template <int KF>
-    MLA_DEV void fold_scores(float (&kacc)[kAccBlocks<KF>][2][4], const float (&sx)[kAccBlocks<KF>],
-                             const float (&sy)[kAccBlocks<KF>])
+    /* The block scales of this thread's key rows 16 w + g (sx) and + 8
+     * (sy); rows past the length get 0, so that P stays 0 in every P tile
+     * whatever bytes the scales hold. */
+    template <int KF, int B0, int B1>
+    MLA_DEV void row_scales(uint32_t scl, uint32_t nvalid, float (&sx)[kScaleBlocks<KF>],
+                            float (&sy)[kScaleBlocks<KF>]) const
+    {
+        const uint32_t r0 = 16u * w + g, r1 = r0 + 8u;
+#pragma unroll
+        for (int b = B0; b < B1; b++) {
+            sx[b] = r0 < nvalid ? block_scale(scl, r0, (uint32_t)b) : 0.0f;
+            sy[b] = r1 < nvalid ? block_scale(scl, r1, (uint32_t)b) : 0.0f;
+        }
+    }
+
+    /* Once blocks B0 .. B1 - 1 have retired: s (+)= sum of scale x
+     * partial over them. */
+    template <int KF, int B0, int B1>
+    MLA_DEV void fold_blocks(float (&kacc)[kAccBlocks<KF>][2][4],
+                             const float (&sx)[kScaleBlocks<KF>],
+                             const float (&sy)[kScaleBlocks<KF>], bool add)
     {
 #pragma unroll
-        for (int b = 0; b < KF; b++)
-            wg_hold(kacc[b]);
+        for (int b = B0; b < B1; b++)
+            wg_hold(kacc[block_acc<KF>(b)]);
 #pragma unroll
         for (int j = 0; j < 2; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                float v = 0.0f;
+                float v = add ? s[j][e] : 0.0f;
 #pragma unroll
-                for (int b = 0; b < KF; b++)
-                    v = fmaf(e < 2 ? sx[b] : sy[b], kacc[b][j][e], v);
-                s[j][e] = v * qscale;
+                for (int b = B0; b < B1; b++)
+                    v = fmaf(e < 2 ? sx[b] : sy[b], kacc[block_acc<KF>(b)][j][e], v);
+                s[j][e] = v;
             }
+    }
+
+    /* Once kacc has retired: s = sum over blocks of scale x partial,
+     * times qscale (/64: blocks 0-3 were summed during the MMAs). */
+    template <int KF>
+    MLA_DEV void fold_scores(float (&kacc)[kAccBlocks<KF>][2][4],
+                             const float (&sx)[kScaleBlocks<KF>],
+                             const float (&sy)[kScaleBlocks<KF>])
+    {
+        fold_blocks<KF, KF == 9 ? kEarlyBlocks : 0, KF>(kacc, sx, sy, KF == 9);
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                s[j][e] *= qscale;
     }
 
     /* Once S^T has retired: probabilities in s, O^T factors in alpha. */
@@ -276,11 +342,15 @@ struct NarrowFp8Consumer {
         sm.tile_exp(s, mx, alpha);
     }
 
-    /* Rescale O^T and write P into this WG's P tile, keys in the PV
-     * fragment order (key 16 ks + 4 c + i at column 16 ks + 2 c + i, or
-     * 2 c + 6 + i for i >= 2).  The previous P V has retired. */
-    MLA_DEV void publish_p()
+    /* Rescale O^T and write P into this WG's P tile (NT = 4: block b's
+     * tile holds P times the keys' block-b scales fx[b] (row g) and fy[b]
+     * (row g + 8)), keys in the PV fragment order (key 16 ks + t + 4 i at
+     * column 16 ks + 2 t + i, or 2 t + 6 + i for i >= 2).  The previous
+     * P V has retired. */
+    template <int NT, int NB>
+    MLA_DEV void publish_p(const float (&fx)[NB], const float (&fy)[NB])
     {
+        static_assert(NT == 1 || NB >= NT, "a scale per block");
         if (alpha[0] != 1.0f || alpha[1] != 1.0f || alpha[2] != 1.0f || alpha[3] != 1.0f)
             scale_columns(o, alpha);
 #pragma unroll
@@ -289,69 +359,81 @@ struct NarrowFp8Consumer {
             for (int e = 0; e < 4; e++) {
                 const uint32_t q = (uint32_t)narrow_column(2 * nt + (e & 1), t);
                 const uint32_t key = 16u * w + g + 8u * (uint32_t)(e >> 1);
-                const uint32_t i = key & 3u, pos = (key & ~15u) + 2u * ((key >> 2) & 3u) +
-                                                   (i < 2u ? i : i + 6u);
-                sts16(p_tile_addr(pbuf, q, pos), (uint16_t)(pack_bf16x2(s[nt][e], 0.0f) & 0xffffu));
+                const uint32_t k = key & 15u, i = k >> 2;
+                const uint32_t pos = (key & ~15u) + 2u * (k & 3u) + (i < 2u ? i : i + 6u);
+#pragma unroll
+                for (int b = 0; b < NT; b++) {
+                    const float v = NT > 1 ? s[nt][e] * (e < 2 ? fx[b] : fy[b]) : s[nt][e];
+                    sts16(p_tile_addr(pbuf + 2048u * (uint32_t)b, q, pos),
+                          (uint16_t)(pack_bf16x2(v, 0.0f) & 0xffffu));
+                }
             }
         fence_proxy_async();
         bar_sync(kNbWg0 + wg, 128);
     }
 
-    /* V bytes of unit u (k-step u / 2, m-tiles 4 (u % 2) ..): this thread's
-     * 8 dims of its 4 keys, and their scales. */
+    /* V bytes of unit u (k-step u / 2, m-tiles 4 (u % 2) .., blocks b0 =
+     * 2 (u % 2) and b0 + 1): v[i] = this thread's 4 dims of blocks b0 (x)
+     * and b0 + 1 (y) of key 16 (u / 2) + t + 4 i; with SC their scales. */
     struct VRaw {
         uint2 v[4];
-        float sc[4];
+        float sc[4][2];
     };
 
     template <bool SC>
     MLA_DEV VRaw v_load(uint32_t stg, uint32_t scl, uint32_t nvalid, uint32_t u) const
     {
-        const uint32_t T = 8u * w + g;
-        const uint32_t base = stg + 4096u * (T >> 2) + 16u * (T & 3u) + 8u * (u & 1u);
+        const uint32_t b0 = 2u * (u & 1u), d0 = 128u * b0 + 32u * w + 4u * g;
+        const uint32_t base = stg + 4096u * (d0 >> 6) + (d0 & 63u);
         VRaw r;
 #pragma unroll
         for (uint32_t i = 0; i < 4; i++) {
-            const uint32_t key = 16u * (u >> 1) + 4u * t + i;
-            r.v[i] = lds64(base + 64u * key);
-            r.sc[i] = 1.0f;
+            const uint32_t key = 16u * (u >> 1) + t + 4u * i;
+            r.v[i].x = lds32(base + 64u * key);
+            r.v[i].y = lds32(base + 8192u + 64u * key);
+            r.sc[i][0] = r.sc[i][1] = 1.0f;
             if (SC) {
-                r.sc[i] = v_scale(scl, key);
+                r.sc[i][0] = v_scale(scl, key, d0);
+                r.sc[i][1] = v_scale(scl, key, d0 + 128u);
                 if (key >= nvalid) { /* garbage bytes or scales could be NaN */
                     r.v[i] = make_uint2(0u, 0u);
-                    r.sc[i] = 0.0f;
+                    r.sc[i][0] = r.sc[i][1] = 0.0f;
                 }
             }
         }
         return r;
     }
 
-    /* Fragments of m-tiles 4 (u % 2) + mm, mm = 0..3. */
+    /* Fragments of m-tiles 4 (u % 2) + mm, mm = 0..3 (block b0 + mm / 2,
+     * its dims 2 (mm % 2) and + 1 as rows g and g + 8). */
     template <bool SC>
     MLA_DEV void v_frags(const VRaw &r, uint32_t (&a)[4][4]) const
     {
 #pragma unroll
         for (int mm = 0; mm < 4; mm++) {
-            const uint32_t w0 = mm < 2 ? r.v[0].x : r.v[0].y, w1 = mm < 2 ? r.v[1].x : r.v[1].y;
-            const uint32_t w2 = mm < 2 ? r.v[2].x : r.v[2].y, w3 = mm < 2 ? r.v[3].x : r.v[3].y;
+            const int x = mm >> 1;
+            const uint32_t w0 = x ? r.v[0].y : r.v[0].x, w1 = x ? r.v[1].y : r.v[1].x;
+            const uint32_t w2 = x ? r.v[2].y : r.v[2].x, w3 = x ? r.v[3].y : r.v[3].x;
+            const float s0 = r.sc[0][x], s1 = r.sc[1][x], s2 = r.sc[2][x], s3 = r.sc[3][x];
             if (mm & 1) {
-                a[mm][0] = frag_pair<SC, 2, 6>(w0, w1, r.sc[0], r.sc[1]);
-                a[mm][1] = frag_pair<SC, 3, 7>(w0, w1, r.sc[0], r.sc[1]);
-                a[mm][2] = frag_pair<SC, 2, 6>(w2, w3, r.sc[2], r.sc[3]);
-                a[mm][3] = frag_pair<SC, 3, 7>(w2, w3, r.sc[2], r.sc[3]);
+                a[mm][0] = frag_pair<SC, 2, 6>(w0, w1, s0, s1);
+                a[mm][1] = frag_pair<SC, 3, 7>(w0, w1, s0, s1);
+                a[mm][2] = frag_pair<SC, 2, 6>(w2, w3, s2, s3);
+                a[mm][3] = frag_pair<SC, 3, 7>(w2, w3, s2, s3);
             } else {
-                a[mm][0] = frag_pair<SC, 0, 4>(w0, w1, r.sc[0], r.sc[1]);
-                a[mm][1] = frag_pair<SC, 1, 5>(w0, w1, r.sc[0], r.sc[1]);
-                a[mm][2] = frag_pair<SC, 0, 4>(w2, w3, r.sc[2], r.sc[3]);
-                a[mm][3] = frag_pair<SC, 1, 5>(w2, w3, r.sc[2], r.sc[3]);
+                a[mm][0] = frag_pair<SC, 0, 4>(w0, w1, s0, s1);
+                a[mm][1] = frag_pair<SC, 1, 5>(w0, w1, s0, s1);
+                a[mm][2] = frag_pair<SC, 0, 4>(w2, w3, s2, s3);
+                a[mm][3] = frag_pair<SC, 1, 5>(w2, w3, s2, s3);
             }
         }
     }
 
     /* O^T += V^T P^T for the tile in stage stg, in 8 units (4 m-tiles of
      * one k-step each, one commit group); the stage is released once the
-     * last unit's bytes are in registers. */
-    template <bool SC>
+     * last unit's bytes are in registers.  NT = 4: block b's m-tiles take
+     * P tile b. */
+    template <bool SC, int NT>
     MLA_DEV void pv(uint32_t stg, uint32_t scl, uint32_t nvalid, uint32_t empty)
     {
         constexpr uint32_t NB = 2; /* as in qk */
@@ -360,10 +442,12 @@ struct NarrowFp8Consumer {
 #pragma unroll
         for (uint32_t u = 0; u < 8; u++) {
             wg_fence();
-            const uint64_t db = wg_desc(pbuf + 32u * (u >> 1), 16u, 1024u);
+            const uint32_t pt = pbuf + 32u * (u >> 1) + (NT > 1 ? 4096u * (u & 1u) : 0u);
+            const uint64_t db0 = wg_desc(pt, 16u, 1024u);
+            const uint64_t db1 = wg_desc(pt + (NT > 1 ? 2048u : 0u), 16u, 1024u);
 #pragma unroll
             for (uint32_t mm = 0; mm < 4; mm++)
-                wgmma_m64n16_rs(o[4u * (u & 1u) + mm], a[u % NB][mm], db, 1u);
+                wgmma_m64n16_rs(o[4u * (u & 1u) + mm], a[u % NB][mm], mm < 2 ? db0 : db1, 1u);
             wg_commit();
             if (u + 1 < 8) {
                 const VRaw r = v_load<SC>(stg, scl, nvalid, u + 1);
@@ -383,18 +467,23 @@ struct NarrowFp8Consumer {
         st.stage = wg;
         st.phase = 0;
         float kacc[kAccBlocks<KF>][2][4];
+        /* 128-dim scales folded into the scores fold into P too (their
+         * first four blocks are V's); 64-dim ones scale each V value. */
+        constexpr bool kFoldV = KF == 4 || KF == 5;
+        constexpr int NT = kFoldV ? 4 : 1;
+        float sx[kScaleBlocks<KF>], sy[kScaleBlocks<KF>];
         for (int tt = c.t0 + (int)wg; tt < c.t1; tt += 2) {
             const uint32_t stg = c.stage(st.stage), scl = c.scales(st.stage);
             const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - tt * (int)kBN);
             pipe.consumer_wait(st);
-            qk<SC, KF>(stg, scl, kacc);
+            /* Scales after the MMAs are issued, but /64's blocks 0-3,
+             * folded during them. */
+            constexpr int kEarly = KF == 9 ? kEarlyBlocks : 0;
+            if (kEarly > 0)
+                row_scales<KF, 0, kEarly>(scl, nvalid, sx, sy);
+            qk<SC, KF>(stg, scl, kacc, sx, sy);
             if (KF > 0) {
-                float sx[kAccBlocks<KF>], sy[kAccBlocks<KF>];
-#pragma unroll
-                for (int b = 0; b < KF; b++) {
-                    sx[b] = block_scale(scl, 16u * w + g, (uint32_t)b);
-                    sy[b] = block_scale(scl, 16u * w + g + 8u, (uint32_t)b);
-                }
+                row_scales<KF, kEarly, KF>(scl, nvalid, sx, sy);
                 wg_wait<0>();
                 fold_scores<KF>(kacc, sx, sy);
             } else {
@@ -410,10 +499,10 @@ struct NarrowFp8Consumer {
                         s[j][e] = kacc[0][j][e] * qscale;
             }
             softmax(tt);
-            publish_p();
-            pv<SC>(stg, scl, nvalid, pipe.empty_bar(st));
-            st.advance(kNs);
-            st.advance(kNs);
+            publish_p<NT>(sx, sy);
+            pv<SC && !kFoldV, NT>(stg, scl, nvalid, pipe.empty_bar(st));
+            st.advance(c.nstages);
+            st.advance(c.nstages);
         }
         wg_wait<0>();
 #pragma unroll
@@ -434,6 +523,8 @@ struct NarrowFp8Consumer {
             tiles<false, 0>();
         else if (spr == 5)
             tiles<true, 5>();
+        else if (spr == 9)
+            tiles<true, 9>();
         else
             tiles<true, 0>();
         if (tid == 0)
@@ -462,11 +553,13 @@ struct NarrowFp8Consumer {
         float lsum[4];
         sm.finish(lsum);
         column_reduce(c, wg, w, g, t, lsum, false);
-        const uint32_t mg = c.xchg; /* [wg][16 columns] x (m, l) */
+        /* [16 columns] x (m, l) in each warpgroup's first P tile: its
+         * last P V has retired. */
+        const uint32_t mine = pbuf, theirs = c.pbuf + MLA_NARROW8_P_BYTES * (wg ^ 1u);
         if (w == 0 && g == 0) {
 #pragma unroll
             for (int r = 0; r < 4; r++) {
-                const uint32_t a = mg + 128u * wg + 8u * (uint32_t)narrow_column(r, t);
+                const uint32_t a = mine + 8u * (uint32_t)narrow_column(r, t);
                 sts32(a, __float_as_uint(sm.m[r]));
                 sts32(a + 4u, __float_as_uint(lsum[r]));
             }
@@ -476,7 +569,7 @@ struct NarrowFp8Consumer {
         float f[4], mt[4], lt[4];
 #pragma unroll
         for (int r = 0; r < 4; r++) {
-            const uint32_t a = mg + 128u * (wg ^ 1u) + 8u * (uint32_t)narrow_column(r, t);
+            const uint32_t a = theirs + 8u * (uint32_t)narrow_column(r, t);
             const float mo = lds_f32(a), lo = lds_f32(a + 4u);
             const float mx = fmaxf(sm.m[r], mo);
             const float fm = mx == ninf ? 0.0f : ex2(sm.m[r] - mx);
@@ -499,7 +592,7 @@ struct NarrowFp8Consumer {
                         const uint32_t row = stg0 + col * kStageRow;
 #pragma unroll
                         for (int m = 0; m < 8; m++) {
-                            const uint32_t dim = 16u * (8u * w + g) + 2u * m + (uint32_t)(e >> 1);
+                            const uint32_t dim = v_dim(m, e >> 1);
                             float v = o[m][nt][e];
                             if (pass == 0)
                                 v += lds_f32(row + 4u * dim);

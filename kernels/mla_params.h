@@ -279,11 +279,15 @@ struct mla_hopper_params {
  * FP8 (E4M3, DS_MLA): the consumers read the FP8 tile itself and convert
  * it in registers (kernels/hopper_narrow_fp8.cuh), so the stages hold FP8
  * as it lands and more tiles are in flight: the Q tile (its dims permuted
- * to match the register fragments); the two P tiles; the column exchange;
- * the warpgroups' merge area (2 x 16 x (max, sum)); the mbarriers; then
- * MLA_NARROW8_STAGES(f) stages of MLA_NARROW8_STAGE_BYTES(f): 9 (DS_MLA: 8)
- * chunks of 64 rows x 64 bytes, then E4M3 block scales (64 x spr fp32), or
- * DS_MLA's RoPE box (64 x 128 bytes, swizzled) and scales (64 x 16 bytes).
+ * to match the register fragments); per consumer warpgroup four P tiles
+ * (one per 128-dim block of V, the block's scales folded in; at the end
+ * the warpgroup's (max, sum) for the merge); mla_narrow8_stages(f, spr)
+ * stages of mla_narrow8_stage_bytes(f, spr), 1024-byte aligned: 9 (DS_MLA:
+ * 8) chunks of 64 rows x 64 bytes, then E4M3 block scales (64 x spr fp32),
+ * or DS_MLA's RoPE box (64 x 128 bytes, swizzled: its alignment matters)
+ * and scales (64 x 16 bytes); then the column exchange and the mbarriers.
+ * E4M3 takes five stages where they fit in the 227 KB the launch asks for
+ * (spr <= 9), else four; DS_MLA four.
  */
 #define MLA_NARROW_ROWS 16
 #define MLA_NARROW_Q_CHUNK 2048u
@@ -295,21 +299,38 @@ struct mla_hopper_params {
 #define MLA_NARROW_SMEM_BF16 (MLA_NARROW_OFF_BARS + 256u + 1024u)
 
 #define MLA_NARROW8_OFF_P 18432u
-#define MLA_NARROW8_OFF_CMAX (MLA_NARROW8_OFF_P + 4096u)
-#define MLA_NARROW8_OFF_MERGE (MLA_NARROW8_OFF_CMAX + 512u)
-#define MLA_NARROW8_OFF_BARS (MLA_NARROW8_OFF_MERGE + 256u)
-#define MLA_NARROW8_OFF_STAGES (MLA_NARROW8_OFF_BARS + 256u)
-/* E4M3: 36864 FP8 bytes + up to 4608 of scales, 5 stages; DS_MLA: 32768 +
- * 8192 (RoPE, 1024-byte aligned for its swizzle) + 1024 (scales), 4. */
-#define MLA_NARROW8_STAGES(f) ((f) == MLA_FMT_FP8_E4M3 ? 5u : 4u)
-#define MLA_NARROW8_STAGE_BYTES(f) ((f) == MLA_FMT_FP8_E4M3 ? 41472u : 41984u)
+#define MLA_NARROW8_P_BYTES 8192u
+#define MLA_NARROW8_OFF_STAGES (MLA_NARROW8_OFF_P + 2u * MLA_NARROW8_P_BYTES)
+/* After the last stage: the column exchange (512 bytes), the mbarriers. */
+#define MLA_NARROW8_TAIL_BYTES 768u
+/* sm_90's opt-in limit of dynamic shared memory per block (227 KB). */
+#define MLA_NARROW8_SMEM_LIMIT 232448u
+
+/* E4M3: 36864 FP8 bytes + 256 spr of scales; DS_MLA: 32768 + 8192 (RoPE,
+ * 1024-byte aligned for its swizzle) + 1024 (scales). */
+MLA_HD uint32_t mla_narrow8_stage_bytes(int32_t fmt, int32_t spr)
+{
+    return fmt == MLA_FMT_FP8_E4M3 ? 36864u + 256u * (uint32_t)spr : 41984u;
+}
+
+MLA_HD uint32_t mla_narrow8_stages(int32_t fmt, int32_t spr)
+{
+    if (fmt != MLA_FMT_FP8_E4M3)
+        return 4u;
+    const uint32_t n = (MLA_NARROW8_SMEM_LIMIT - 1024u - MLA_NARROW8_OFF_STAGES -
+                        MLA_NARROW8_TAIL_BYTES) /
+                       mla_narrow8_stage_bytes(fmt, spr);
+    return n < 5u ? n : 5u;
+}
 
 MLA_HD uint32_t mla_narrow_smem_bytes(int32_t fmt)
 {
     if (fmt == MLA_FMT_BF16)
         return MLA_NARROW_SMEM_BF16;
-    return MLA_NARROW8_OFF_STAGES + MLA_NARROW8_STAGES(fmt) * MLA_NARROW8_STAGE_BYTES(fmt) +
-           1024u;
+    if (fmt == MLA_FMT_FP8_E4M3)
+        return MLA_NARROW8_SMEM_LIMIT; /* the stage count follows spr */
+    return MLA_NARROW8_OFF_STAGES + 4u * mla_narrow8_stage_bytes(fmt, 0) +
+           MLA_NARROW8_TAIL_BYTES + 1024u;
 }
 
 #endif /* MLA_PARAMS_H */

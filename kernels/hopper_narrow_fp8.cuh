@@ -232,6 +232,7 @@ struct NarrowFp8Consumer {
         constexpr uint32_t NB = 2;
         uint32_t a[NB][4][4];
         k_frags<kScaledK, kF16>(k_load<kScaledK>(stg, scl, 0), 0, a[0]);
+        const uint64_t q0 = wg_desc(c.sq, 16u, 1024u);
         /* The previous tile's P V retires first: with its groups still in
          * flight here, ptxas serializes every wgmma of the loop (C7514). */
         wg_wait<0>();
@@ -240,7 +241,7 @@ struct NarrowFp8Consumer {
             wg_fence();
 #pragma unroll
             for (uint32_t st = 0; st < 4; st++) {
-                const uint64_t db = wg_desc(c.sq + ch * MLA_NARROW_Q_CHUNK + 32u * st, 16u, 1024u);
+                const uint64_t db = wg_desc_add(q0, ch * MLA_NARROW_Q_CHUNK + 32u * st);
                 if (FMT == MLA_FMT_FP8_DS_MLA && ch == 8) {
                     wgmma_m64n16_rs(sr, a[ch % NB][st], db, st != 0 ? 1u : 0u);
                 } else if (KF > 0) {
@@ -439,12 +440,13 @@ struct NarrowFp8Consumer {
         constexpr uint32_t NB = 2; /* as in qk */
         uint32_t a[NB][4][4];
         v_frags<SC>(v_load<SC>(stg, scl, nvalid, 0), a[0]);
+        const uint64_t p0 = wg_desc(pbuf, 16u, 1024u);
 #pragma unroll
         for (uint32_t u = 0; u < 8; u++) {
             wg_fence();
-            const uint32_t pt = pbuf + 32u * (u >> 1) + (NT > 1 ? 4096u * (u & 1u) : 0u);
-            const uint64_t db0 = wg_desc(pt, 16u, 1024u);
-            const uint64_t db1 = wg_desc(pt + (NT > 1 ? 2048u : 0u), 16u, 1024u);
+            const uint32_t pt = 32u * (u >> 1) + (NT > 1 ? 4096u * (u & 1u) : 0u);
+            const uint64_t db0 = wg_desc_add(p0, pt);
+            const uint64_t db1 = wg_desc_add(p0, pt + (NT > 1 ? 2048u : 0u));
 #pragma unroll
             for (uint32_t mm = 0; mm < 4; mm++)
                 wgmma_m64n16_rs(o[4u * (u & 1u) + mm], a[u % NB][mm], mm < 2 ? db0 : db1, 1u);

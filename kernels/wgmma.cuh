@@ -37,6 +37,15 @@ MLA_DEV uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
            ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
 }
 
+/* The descriptor of the operand off bytes past d's: only the start
+ * address field (bits 0-13, address / 16) moves, and shared addresses
+ * below 256 KB never carry out of it, so one 32-bit add instead of a new
+ * descriptor per wgmma. */
+MLA_DEV uint64_t wg_desc_add(uint64_t d, uint32_t off)
+{
+    return (d & 0xffffffff00000000ull) | (uint32_t)((uint32_t)d + (off >> 4));
+}
+
 /* Orders this thread's register accesses before the wgmmas that follow
  * (accumulators written by ordinary instructions). */
 MLA_DEV void wg_fence()

@@ -56,7 +56,8 @@ constexpr bool kFp8Direct = NARROW && FMT != MLA_FMT_BF16;
  * K bytes the consumers convert unscaled with one cvt per pair: the nope
  * chunks of DS_MLA (its RoPE is bf16 in the cache), all of E4M3 without
  * block scales or with 64- or 128-dim ones (folded into the scores);
- * 32-dim blocks scale each K value in bf16 (0: a BF16 tile). */
+ * 32-dim blocks scale each K value in bf16 (0: a BF16 tile).  The
+ * consumers branch on the same scale counts (NarrowFp8Consumer::run). */
 template <int FMT>
 MLA_DEV uint32_t q_f16_chunks(const mla_decode_params &p)
 {
@@ -68,8 +69,10 @@ MLA_DEV uint32_t q_f16_chunks(const mla_decode_params &p)
 /* Stages of each layout, at most (narrow E4M3: Cta::nstages follows the
  * scale count). */
 template <int FMT, bool NARROW>
-constexpr uint32_t kNumStages = kFp8Direct<FMT, NARROW> ? (FMT == MLA_FMT_FP8_E4M3 ? 5u : 4u)
-                                                        : kStages;
+constexpr uint32_t kNumStages =
+    kFp8Direct<FMT, NARROW>
+        ? (FMT == MLA_FMT_FP8_E4M3 ? MLA_NARROW8_STAGES_E4M3_MAX : MLA_NARROW8_STAGES_DSMLA)
+        : kStages;
 
 struct Cta : CtaWork {
     uint32_t sq;      /* Q tile */

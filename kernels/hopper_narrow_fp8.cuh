@@ -516,9 +516,11 @@ struct NarrowFp8Consumer {
     {
         mbar_wait(c.bars + kBarQ, 0);
         qscale = lds_f32(c.bars + kQScale);
-        /* Block scales of 128 dims fold into the scores (E4M3: 5 blocks of
-         * the 576, DS_MLA: the 4 nope blocks); smaller E4M3 blocks scale
-         * each converted K value. */
+        /* Block scales fold into the scores (DS_MLA: the 4 nope blocks;
+         * E4M3: 5 blocks of 128 or 9 of 64); 32-dim E4M3 blocks scale each
+         * converted K value.  The branches on spr match q_f16_chunks (the
+         * Q tile is f16 exactly where K is converted unscaled); each keeps
+         * its spr a constant for the scale addressing. */
         if (FMT == MLA_FMT_FP8_DS_MLA)
             tiles<true, 4>();
         else if (spr == 0)

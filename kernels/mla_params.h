@@ -305,6 +305,9 @@ struct mla_hopper_params {
 #define MLA_NARROW8_TAIL_BYTES 768u
 /* sm_90's opt-in limit of dynamic shared memory per block (227 KB). */
 #define MLA_NARROW8_SMEM_LIMIT 232448u
+/* Stages: E4M3 at most (fewer where its scales leave no room), DS_MLA. */
+#define MLA_NARROW8_STAGES_E4M3_MAX 5u
+#define MLA_NARROW8_STAGES_DSMLA 4u
 
 /* E4M3: 36864 FP8 bytes + 256 spr of scales; DS_MLA: 32768 + 8192 (RoPE,
  * 1024-byte aligned for its swizzle) + 1024 (scales). */
@@ -316,11 +319,11 @@ MLA_HD uint32_t mla_narrow8_stage_bytes(int32_t fmt, int32_t spr)
 MLA_HD uint32_t mla_narrow8_stages(int32_t fmt, int32_t spr)
 {
     if (fmt != MLA_FMT_FP8_E4M3)
-        return 4u;
+        return MLA_NARROW8_STAGES_DSMLA;
     const uint32_t n = (MLA_NARROW8_SMEM_LIMIT - 1024u - MLA_NARROW8_OFF_STAGES -
                         MLA_NARROW8_TAIL_BYTES) /
                        mla_narrow8_stage_bytes(fmt, spr);
-    return n < 5u ? n : 5u;
+    return n < MLA_NARROW8_STAGES_E4M3_MAX ? n : MLA_NARROW8_STAGES_E4M3_MAX;
 }
 
 MLA_HD uint32_t mla_narrow_smem_bytes(int32_t fmt)
@@ -329,8 +332,9 @@ MLA_HD uint32_t mla_narrow_smem_bytes(int32_t fmt)
         return MLA_NARROW_SMEM_BF16;
     if (fmt == MLA_FMT_FP8_E4M3)
         return MLA_NARROW8_SMEM_LIMIT; /* the stage count follows spr */
-    return MLA_NARROW8_OFF_STAGES + 4u * mla_narrow8_stage_bytes(fmt, 0) +
-           MLA_NARROW8_TAIL_BYTES + 1024u;
+    return MLA_NARROW8_OFF_STAGES +
+           MLA_NARROW8_STAGES_DSMLA * mla_narrow8_stage_bytes(fmt, 0) + MLA_NARROW8_TAIL_BYTES +
+           1024u;
 }
 
 #endif /* MLA_PARAMS_H */

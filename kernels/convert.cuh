@@ -57,24 +57,22 @@ MLA_DEV uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel)
 }
 
 /*
- * Bytes LO and HI of {a, b} (e4m3) as one bf16x2 (LO in bits 0..15),
- * exact, for wgmma A fragments built in registers.  The bit pattern s
- * eeee mmm becomes bf16 s 0000eeee mmm0000 (e4m3 times 2^-120: the
- * exponent biases differ by 120; e4m3 subnormals land on bf16 subnormals),
- * then one bf16x2 multiply by 2^120, exact since every product is an e4m3
- * value and representable.  prmt puts each byte over its sign-replicated
- * copy, so one shift and one mask place sign, exponent and mantissa.
- * The e4m3 NaN (s 1111 111) reads as +-480: finite, like every result
- * here, so a row past the length (garbage) times P = 0 gives 0.
+ * Bytes LO and HI of {a, b} (e4m3) as one bf16x2 (LO in bits 0..15)
+ * times 2^-120, exact, for wgmma A fragments built in registers.  The bit
+ * pattern s eeee mmm becomes bf16 s 0000eeee mmm0000: the exponent biases
+ * differ by 120, and e4m3 subnormals land on bf16 subnormals.  prmt puts
+ * each byte over its sign-replicated copy, so one shift and one mask
+ * place sign, exponent and mantissa.  The caller folds 2^120 into the
+ * other MMA operand (the narrow FP8 kernel's P tiles), which saves the
+ * bf16x2 multiply a pair would otherwise need.  The e4m3 NaN (s 1111 111)
+ * reads as +-480 x 2^-120: finite, like every result here, so a row past
+ * the length (garbage) times P = 0 gives 0.
  */
 template <int LO, int HI>
-MLA_DEV uint32_t e4m3_pair_bf16x2(uint32_t a, uint32_t b)
+MLA_DEV uint32_t e4m3_pair_bf16x2_raw(uint32_t a, uint32_t b)
 {
     constexpr uint32_t sel = ((8u | HI) << 12) | ((uint32_t)HI << 8) | ((8u | LO) << 4) | LO;
-    const uint32_t u = (prmt(a, b, sel) << 4) & 0x87f087f0u;
-    uint32_t d;
-    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(u), "r"(0x7b807b80u));
-    return d;
+    return (prmt(a, b, sel) << 4) & 0x87f087f0u;
 }
 
 /* Bytes 0, 1 (LO) or 2, 3 (HI) of w (e4m3) as one f16x2, exact: one

@@ -130,9 +130,11 @@ MLA_DEV void scale_columns(float (&acc)[MB][2][4], const float (&f)[4])
 /* v[r] (slot r of the narrow fragment) over the 4 warps of consumer
  * warpgroup wg, max or sum, from each warp's value (the same in its 8
  * lanes of equal t) through the column exchange.  The caller puts a
- * warpgroup barrier between two calls. */
-MLA_DEV void column_reduce(const Cta &c, uint32_t wg, uint32_t w, uint32_t g, uint32_t t,
-                           float (&v)[4], bool is_max)
+ * warpgroup barrier between two calls.  Returns whether `flag` held in
+ * any thread of the warpgroup (its barrier reduces it: RED). */
+template <bool RED = false>
+MLA_DEV bool column_reduce(const Cta &c, uint32_t wg, uint32_t w, uint32_t g, uint32_t t,
+                           float (&v)[4], bool is_max, bool flag = false)
 {
     const uint32_t base = c.cmax + 256u * wg;
     if (g == 0) {
@@ -140,7 +142,11 @@ MLA_DEV void column_reduce(const Cta &c, uint32_t wg, uint32_t w, uint32_t g, ui
         for (int r = 0; r < 4; r++)
             sts32(base + 4u * (16u * w + (uint32_t)narrow_column(r, t)), __float_as_uint(v[r]));
     }
-    bar_sync(kNbWg0 + wg, 128);
+    bool any = false;
+    if (RED)
+        any = bar_red_or(kNbWg0 + wg, 128, flag);
+    else
+        bar_sync(kNbWg0 + wg, 128);
 #pragma unroll
     for (int r = 0; r < 4; r++) {
         float a = lds_f32(base + 4u * (uint32_t)narrow_column(r, t));
@@ -151,6 +157,7 @@ MLA_DEV void column_reduce(const Cta &c, uint32_t wg, uint32_t w, uint32_t g, ui
         }
         v[r] = a;
     }
+    return any;
 }
 
 /* Where P of (query column q, key position k) goes in a narrow P tile

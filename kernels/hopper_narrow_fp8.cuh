@@ -35,7 +35,9 @@
  *   Block scales of 128 dims (E4M3 /128, DS_MLA) fold into P instead of
  *   V: block b's m-tiles take a P tile of P times the keys' block-b scales,
  *   so V converts unscaled (four P tiles per warpgroup); smaller blocks
- *   scale each V value.
+ *   scale each V value.  Unscaled V bytes become bf16 times 2^-120 (three
+ *   integer instructions a pair, no multiply), and the P tiles carry the
+ *   2^120 (publish_p).
  * Keys past the length: their scores are masked (P = 0); the unscaled
  * conversion gives finite values for any byte, and the scaled one has its
  * bytes and scales zeroed, so garbage never reaches O.
@@ -79,15 +81,20 @@ MLA_DEV constexpr int block_acc(int b)
     return KF == 9 && b > kEarlyBlocks ? b - kEarlyBlocks - 1 : b;
 }
 
-/* Two bytes (LO, HI of {a, b}) as a bf16x2 fragment register, times
- * per-byte scales when SC. */
+/* Two bytes (LO, HI of {a, b}) as a bf16x2 fragment register: times
+ * per-byte scales when SC, else times 2^-120 (only V converts unscaled to
+ * bf16, and its P tiles carry the 2^120: publish_p). */
 template <bool SC, int LO, int HI>
 MLA_DEV uint32_t frag_pair(uint32_t a, uint32_t b, float s_lo, float s_hi)
 {
     if (SC)
         return e4m3_pair_bf16x2_scaled<LO, HI>(a, b, s_lo, s_hi);
-    return e4m3_pair_bf16x2<LO, HI>(a, b);
+    return e4m3_pair_bf16x2_raw<LO, HI>(a, b);
 }
+
+/* The factor P tiles carry against V converted unscaled (2^-120), and
+ * the step by which it drops when a block scale would overflow bf16. */
+constexpr float kPFold = 0x1p120f, kPFoldStep = 0x1p40f;
 
 template <int FMT>
 struct NarrowFp8Consumer {
@@ -99,6 +106,8 @@ struct NarrowFp8Consumer {
     int gshift, spr;           /* E4M3 block scales (0: none) */
     float rope_factor;
     float qscale; /* undoes the f16 Q tile's power-of-two scaling (1: BF16) */
+    float pfold;  /* P tiles' factor against unscaled V: 2^120 / vunit */
+    float vunit;  /* O^T holds O / vunit (1 unless a block scale reached 2^7) */
     float o[8][2][4]; /* O^T, m-tile m row g = dim v_dim(m, 0), row g + 8 v_dim(m, 1) */
     float s[2][4], sr[2][4];
     float alpha[4];
@@ -116,6 +125,8 @@ struct NarrowFp8Consumer {
         spr = FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0;
         gshift = spr > 0 ? 31 - __clz(p.scale_block) : 0;
         rope_factor = FMT == MLA_FMT_FP8_DS_MLA ? __frcp_rn(p.out_scale) : 1.0f;
+        pfold = kPFold;
+        vunit = 1.0f;
         const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         scale_columns(o, zero);
         sm.init();
@@ -325,8 +336,9 @@ struct NarrowFp8Consumer {
                 s[j][e] *= qscale;
     }
 
-    /* Once S^T has retired: probabilities in s, O^T factors in alpha. */
-    MLA_DEV void softmax(int tt)
+    /* Once S^T has retired: probabilities in s, O^T factors in alpha;
+     * returns whether `flag` held in any thread of the warpgroup. */
+    MLA_DEV bool softmax(int tt, bool flag)
     {
         wg_hold(s);
         if (FMT == MLA_FMT_FP8_DS_MLA) {
@@ -339,21 +351,28 @@ struct NarrowFp8Consumer {
         }
         float mx[4];
         sm.tile_max(s, p.score_scale_log2, tt * (int)kBN + 16 * (int)w + (int)g, lim, mx);
-        column_reduce(c, wg, w, g, t, mx, true);
+        const bool any = column_reduce<true>(c, wg, w, g, t, mx, true, flag);
         sm.tile_exp(s, mx, alpha);
+        return any;
     }
 
     /* Rescale O^T and write P into this WG's P tile (NT = 4: block b's
      * tile holds P times the keys' block-b scales fx[b] (row g) and fy[b]
-     * (row g + 8)), keys in the PV fragment order (key 16 ks + t + 4 i at
-     * column 16 ks + 2 t + i, or 2 t + 6 + i for i >= 2).  The previous
-     * P V has retired. */
-    template <int NT, int NB>
+     * (row g + 8)), times pfold when V converts unscaled (RAW), keys in
+     * the PV fragment order (key 16 ks + t + 4 i at column 16 ks + 2 t +
+     * i, or 2 t + 6 + i for i >= 2).  The previous P V has retired. */
+    template <int NT, bool RAW, int NB>
     MLA_DEV void publish_p(const float (&fx)[NB], const float (&fy)[NB])
     {
         static_assert(NT == 1 || NB >= NT, "a scale per block");
         if (alpha[0] != 1.0f || alpha[1] != 1.0f || alpha[2] != 1.0f || alpha[3] != 1.0f)
             scale_columns(o, alpha);
+        float fxp[NT], fyp[NT];
+#pragma unroll
+        for (int b = 0; b < NT; b++) {
+            fxp[b] = (NT > 1 ? fx[b] : 1.0f) * (RAW ? pfold : 1.0f);
+            fyp[b] = (NT > 1 ? fy[b] : 1.0f) * (RAW ? pfold : 1.0f);
+        }
 #pragma unroll
         for (int nt = 0; nt < 2; nt++)
 #pragma unroll
@@ -364,13 +383,29 @@ struct NarrowFp8Consumer {
                 const uint32_t pos = (key & ~15u) + 2u * (k & 3u) + (i < 2u ? i : i + 6u);
 #pragma unroll
                 for (int b = 0; b < NT; b++) {
-                    const float v = NT > 1 ? s[nt][e] * (e < 2 ? fx[b] : fy[b]) : s[nt][e];
+                    const float v = s[nt][e] * (e < 2 ? fxp[b] : fyp[b]);
                     sts16(p_tile_addr(pbuf + 2048u * (uint32_t)b, q, pos),
                           (uint16_t)(pack_bf16x2(v, 0.0f) & 0xffffu));
                 }
             }
         fence_proxy_async();
         bar_sync(kNbWg0 + wg, 128);
+    }
+
+    /* Whether a block scale this thread folds into P (largest: smax)
+     * would overflow bf16 there: P x scale x pfold with P <= 1. */
+    MLA_DEV bool p_overflows(float smax) const { return smax * pfold >= 0x1p127f; }
+
+    /* O^T is kept in units 2^40 larger (exactly: powers of two; the
+     * factor rides on alpha, which publish_p applies), so P tiles carry
+     * 2^40 less. */
+    MLA_DEV void raise_vunit()
+    {
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            alpha[r] *= 1.0f / kPFoldStep;
+        vunit *= kPFoldStep;
+        pfold *= 1.0f / kPFoldStep;
     }
 
     /* V bytes of unit u (k-step u / 2, m-tiles 4 (u % 2) .., blocks b0 =
@@ -500,9 +535,25 @@ struct NarrowFp8Consumer {
                     for (int e = 0; e < 4; e++)
                         s[j][e] = kacc[0][j][e] * qscale;
             }
-            softmax(tt);
-            publish_p<NT>(sx, sy);
-            pv<SC && !kFoldV, NT>(stg, scl, nvalid, pipe.empty_bar(st));
+            /* V converts unscaled (times 2^-120) unless 32/64-dim scales
+             * apply to each value; then P carries 2^120 / vunit, and with
+             * 128-dim scales folded in, a scale of 2^7 vunit or more (rare:
+             * 57344 / 448 for E4M3) would overflow bf16 in P.  The check
+             * rides on the softmax's barrier; vunit rises by 2^40 until no
+             * thread overflows, at most three times (vunit 2^120 is P x
+             * scale unfolded). */
+            constexpr bool kScaledV = SC && !kFoldV;
+            float smax = 0.0f;
+#pragma unroll
+            for (int b = 0; b < (kFoldV ? NT : 0); b++)
+                smax = fmaxf(smax, fmaxf(sx[b], sy[b]));
+            bool over = softmax(tt, kFoldV && p_overflows(smax));
+            for (int i = 0; kFoldV && over && i < 3; i++) {
+                raise_vunit();
+                over = bar_red_or(kNbWg0 + wg, 128, p_overflows(smax));
+            }
+            publish_p<NT, !kScaledV>(sx, sy);
+            pv<kScaledV, NT>(stg, scl, nvalid, pipe.empty_bar(st));
             st.advance(c.nstages);
             st.advance(c.nstages);
         }
@@ -580,7 +631,7 @@ struct NarrowFp8Consumer {
             const float fo = mx == ninf ? 0.0f : ex2(mo - mx);
             mt[r] = mx;
             lt[r] = lsum[r] * fm + lo * fo;
-            f[r] = fm * inv_sum(p, lt[r]);
+            f[r] = fm * inv_sum(p, lt[r]) * vunit;
         }
         scale_columns(o, f);
 

@@ -362,6 +362,18 @@ MLA_DEV void bar_sync(uint32_t id, uint32_t count)
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
+/* bar_sync that also returns whether `pred` held in any of the threads. */
+MLA_DEV bool bar_red_or(uint32_t id, uint32_t count, bool pred)
+{
+    uint32_t any;
+    asm volatile("{\n\t.reg .pred p, q;\n\tsetp.ne.u32 p, %2, 0;\n\t"
+                 "bar.red.or.pred q, %1, %3, p;\n\tselp.u32 %0, 1, 0, q;\n\t}"
+                 : "=r"(any)
+                 : "r"(id), "r"((uint32_t)pred), "r"(count)
+                 : "memory");
+    return any != 0;
+}
+
 /* One lane of the (fully active) warp is elected; returns true there. */
 MLA_DEV bool elect_one()
 {

@@ -127,6 +127,20 @@ MLA_DEV void scale_columns(float (&acc)[MB][2][4], const float (&f)[4])
             }
 }
 
+/* acc *= the factor of each element's query column, for the running
+ * rescale: acc is finite (P and V are), so a factor of 0 needs no select. */
+template <int MB>
+MLA_DEV void rescale_columns(float (&acc)[MB][2][4], const float (&f)[4])
+{
+#pragma unroll
+    for (int mb = 0; mb < MB; mb++)
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[mb][nt][e] *= f[2 * nt + (e & 1)];
+}
+
 /* v[r] (slot r of the narrow fragment) over the 4 warps of consumer
  * warpgroup wg, max or sum, from each warp's value (the same in its 8
  * lanes of equal t) through the column exchange.  The caller puts a

@@ -111,9 +111,11 @@ MLA_DEV int narrow_column(int r, uint32_t t)
     return 8 * (r >> 1) + 2 * (int)t + (r & 1);
 }
 
-/* acc *= the factor of each element's query column (narrow fragments);
- * with 0, sets it to zero (acc is all finite: P and V are). */
-template <int MB>
+/* acc *= the factor of each element's query column (narrow fragments).
+ * SEL: a factor of 0 sets 0 whatever acc holds (zeroing uninitialized
+ * accumulators); else a plain multiply (the running rescale: acc is
+ * finite there, P and V are). */
+template <bool SEL = true, int MB>
 MLA_DEV void scale_columns(float (&acc)[MB][2][4], const float (&f)[4])
 {
 #pragma unroll
@@ -123,22 +125,8 @@ MLA_DEV void scale_columns(float (&acc)[MB][2][4], const float (&f)[4])
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const float x = f[2 * nt + (e & 1)];
-                acc[mb][nt][e] = x == 0.0f ? 0.0f : acc[mb][nt][e] * x;
+                acc[mb][nt][e] = SEL && x == 0.0f ? 0.0f : acc[mb][nt][e] * x;
             }
-}
-
-/* acc *= the factor of each element's query column, for the running
- * rescale: acc is finite (P and V are), so a factor of 0 needs no select. */
-template <int MB>
-MLA_DEV void rescale_columns(float (&acc)[MB][2][4], const float (&f)[4])
-{
-#pragma unroll
-    for (int mb = 0; mb < MB; mb++)
-#pragma unroll
-        for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                acc[mb][nt][e] *= f[2 * nt + (e & 1)];
 }
 
 /* v[r] (slot r of the narrow fragment) over the 4 warps of consumer

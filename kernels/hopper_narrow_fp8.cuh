@@ -366,7 +366,7 @@ struct NarrowFp8Consumer {
     {
         static_assert(NT == 1 || NB >= NT, "a scale per block");
         if (alpha[0] != 1.0f || alpha[1] != 1.0f || alpha[2] != 1.0f || alpha[3] != 1.0f)
-            rescale_columns(o, alpha);
+            scale_columns<false>(o, alpha);
         float fxp[NT], fyp[NT];
 #pragma unroll
         for (int b = 0; b < NT; b++) {

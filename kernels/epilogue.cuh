@@ -83,7 +83,7 @@ MLA_DEV void write_output(const mla_decode_params &p, uint32_t sched, const floa
                           uint32_t tq)
 {
     const OutTarget out(p, sched);
-    const int rowc = (int)blockIdx.x * MLA_BLOCK_M + row0;
+    const int rowc = (int)blockIdx.x * p.block_m + row0;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int row = rowc + 8 * r;
@@ -117,7 +117,7 @@ MLA_DEV void write_staged_rows(const mla_decode_params &p, uint32_t sched, uint3
                                uint32_t stride, int nrows, uint32_t tid, uint32_t nthreads)
 {
     const OutTarget out(p, sched);
-    const int rowc = (int)blockIdx.x * MLA_BLOCK_M;
+    const int rowc = (int)blockIdx.x * p.block_m;
     for (uint32_t k = tid; k < (uint32_t)nrows * 128u; k += nthreads) {
         const int n = (int)(k >> 7);
         const uint32_t c4 = k & 127u;

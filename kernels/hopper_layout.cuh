@@ -99,7 +99,7 @@ template <int FMT, bool NARROW>
 MLA_DEV bool launch_matches(const mla_decode_params &p)
 {
     return p.kv_format == FMT && p.block_n == (int)kBN && p.num_stages == (int)kStages &&
-           p.page_size >= (int)kBN && (!NARROW || p.rows <= MLA_NARROW_ROWS);
+           p.page_size >= (int)kBN && p.block_m == (NARROW ? MLA_NARROW_ROWS : MLA_BLOCK_M);
 }
 
 /* The buffers of the layout (every field but the CtaWork ones). */

@@ -234,7 +234,7 @@ struct NarrowConsumer {
 #pragma unroll
             for (int r = 0; r < 4; r++)
                 if (column(r) < c.rows_here)
-                    out.write_lse(p, column(r), sm.m[r], lsum[r]);
+                    out.write_lse(p, c.m_base + column(r), sm.m[r], lsum[r]);
         }
     }
 };

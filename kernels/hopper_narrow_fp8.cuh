@@ -663,7 +663,7 @@ struct NarrowFp8Consumer {
 #pragma unroll
             for (int r = 0; r < 4; r++)
                 if (narrow_column(r, t) < c.rows_here)
-                    out.write_lse(p, narrow_column(r, t), mt[r], lt[r]);
+                    out.write_lse(p, c.m_base + narrow_column(r, t), mt[r], lt[r]);
         }
     }
 };

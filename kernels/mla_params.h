@@ -54,7 +54,9 @@ struct mla_decode_params {
     int32_t batch, q_len, h_q, h_kv;
     int32_t heads_per_kv;  /* h_q / h_kv */
     int32_t rows;          /* q_len * heads_per_kv: packed M rows per (b, kv head) */
-    int32_t m_blocks;      /* ceil(rows / MLA_BLOCK_M) */
+    int32_t block_m;       /* rows per CTA M tile: MLA_BLOCK_M, or MLA_NARROW_ROWS
+                              for the narrow sm_90a kernels */
+    int32_t m_blocks;      /* ceil(rows / block_m) */
     int32_t page_size, page_shift; /* page_size == 1 << page_shift */
     int32_t max_pages_per_seq;
     int32_t max_seq_len;   /* plan bound; longer lengths are OUT_OF_BOUNDS */
@@ -265,8 +267,9 @@ struct mla_hopper_params {
 
 /*
  * The narrow sm_90a kernels, mla_hopper_narrow_<f>: the same contract,
- * grid and tensor maps as mla_hopper_decode_<f>, for at most
- * MLA_NARROW_ROWS packed rows (rows <= 16, so m_blocks == 1).  They compute
+ * grid and tensor maps as mla_hopper_decode_<f>, with M tiles of
+ * MLA_NARROW_ROWS packed rows (block_m; BF16 takes at most one, FP8 two:
+ * the 32 rows of two MTP tokens at 16 heads).  They compute
  * S^T = K Q^T and O^T = V^T P^T (keys and value dims as the wgmma M, the
  * query rows as N = 16), so the Q tile holds only 16 rows (9 chunks of 16
  * rows x 128 bytes).  Dynamic smem mla_narrow_smem_bytes(f).

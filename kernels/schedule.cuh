@@ -22,7 +22,7 @@ struct CtaWork {
     int len;       /* keys of request b */
     int t0, t1;    /* KV tiles [t0, t1) of block_n keys */
     int m_base;    /* first packed row */
-    int rows_here; /* valid rows of this M tile, 1..64 */
+    int rows_here; /* valid rows of this M tile, 1..block_m */
 };
 
 /* Volatile, so that each role reloads these after its setmaxnreg instead
@@ -178,8 +178,8 @@ MLA_DEV bool cta_work(const mla_decode_params &p, int bn, uint32_t slot, CtaWork
         return false;
     w.len = ld_volatile_s32((const int32_t *)p.seq_lens + w.b);
     const int ntiles = (w.len + bn - 1) / bn;
-    w.m_base = (int)blockIdx.x * MLA_BLOCK_M;
-    w.rows_here = min(MLA_BLOCK_M, p.rows - w.m_base);
+    w.m_base = (int)blockIdx.x * p.block_m;
+    w.rows_here = min(p.block_m, p.rows - w.m_base);
     w.t0 = w.split * tps;
     w.t1 = min(w.t0 + tps, ntiles);
     if (p.causal) {

@@ -164,8 +164,9 @@ int mla__gpu_kernel_choice(void)
 
 /*
  * The sm_90a kernel for this shape, if any: the narrow one when the packed
- * rows per KV head (q_len x heads per KV head) fit its 16 columns, the
- * image has it for this format and (FP8) the batch has at least
+ * rows per KV head (q_len x heads per KV head) fit its M tiles of 16 rows
+ * (one; E4M3 without block scales or with 128-dim ones two), the image
+ * has it for this format and (FP8) the batch has at least
  * MLA_NARROW8_MIN_SEQS sequences of KV heads, else the wide one.  Sets
  * *choice to the MLA_KERNEL reading.
  */
@@ -187,8 +188,20 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
     const char *why = hopper_refusal(g, s, spr);
     const int32_t rows = s->q_len * (s->num_heads / s->num_kv_heads);
     const struct mla_gpu_kernel *narrow = &g->hopper_narrow[s->kv_format];
-    if (!why && *choice == MLA_GPU_KERNEL_HOPPER_NARROW && rows > MLA_NARROW_ROWS)
-        why = "more than 16 query rows per KV head";
+    /* The narrow kernels take M tiles of 16 rows: BF16 one, FP8 up to two
+     * (two MTP tokens at 16 heads, or 32 heads).  By default a second tile
+     * only where each tile costs less than half the wide kernel's time at
+     * 32 rows: E4M3 without block scales or with 128-dim ones (H200, b132
+     * s8192: /128 386 us narrow against 429 wide, none 341 against 427).
+     * DS_MLA's narrow kernel waits on its loads, which a second tile
+     * repeats (552 against 415), and the 32/64-dim ones take 1.3-1.7x the
+     * /128 time a tile (bench/NOTES.md). */
+    const int32_t narrow_rows = s->kv_format == MLA_FMT_BF16 ? MLA_NARROW_ROWS : 2 * MLA_NARROW_ROWS;
+    const int32_t auto_rows =
+        s->kv_format == MLA_FMT_FP8_E4M3 && (spr == 0 || spr == 5) ? narrow_rows : MLA_NARROW_ROWS;
+    if (!why && *choice == MLA_GPU_KERNEL_HOPPER_NARROW && rows > narrow_rows)
+        why = s->kv_format == MLA_FMT_BF16 ? "more than 16 query rows per KV head"
+                                           : "more than 32 query rows per KV head";
     if (!why && *choice == MLA_GPU_KERNEL_HOPPER_NARROW && !narrow->fn)
         why = "no narrow kernel for this format in the image";
     if (why && *choice != MLA_GPU_KERNEL_AUTO)
@@ -198,7 +211,8 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
                              getenv("MLA_KERNEL"), why);
     if (why)
         return MLA_STATUS_SUCCESS;
-    int take_narrow = rows <= MLA_NARROW_ROWS && narrow->fn;
+    int take_narrow =
+        narrow->fn && rows <= (*choice == MLA_GPU_KERNEL_HOPPER_NARROW ? narrow_rows : auto_rows);
     if (*choice == MLA_GPU_KERNEL_HOPPER_WIDE)
         take_narrow = 0;
     else if (*choice != MLA_GPU_KERNEL_HOPPER_NARROW && s->kv_format != MLA_FMT_BF16 &&
@@ -295,7 +309,9 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     const int32_t batch = plan->batch;
     const int32_t heads_per_kv = s->num_heads / s->num_kv_heads;
     const int32_t rows = s->q_len * heads_per_kv;
-    const int32_t m_blocks = ceil_div(rows, MLA_BLOCK_M);
+    const int32_t block_m = hopper && hopper == &g->hopper_narrow[s->kv_format] ? MLA_NARROW_ROWS
+                                                                               : MLA_BLOCK_M;
+    const int32_t m_blocks = ceil_div(rows, block_m);
 
     /* CTAs resident at once, for the scheduler's split choice. */
     int occ = 1;
@@ -381,6 +397,7 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     p->h_kv = s->num_kv_heads;
     p->heads_per_kv = heads_per_kv;
     p->rows = rows;
+    p->block_m = block_m;
     p->m_blocks = m_blocks;
     p->page_size = s->page_size;
     int shift = 0;

@@ -446,6 +446,20 @@ static void build_cases(void)
                 c->kv_tail_mul = k ? 1000 : 3;
                 c->softmax_scale = k ? 1e-7 : 2e-5;
             }
+        /* Two 16-row M tiles of the narrow FP8 kernels (E4M3 without block
+         * scales or with 128-dim ones takes them by default from 16
+         * sequences): two MTP tokens at 16 heads (causal), 32 heads. */
+        for (int m = 0; m < NMODES; m++) {
+            if (m == M_BF16)
+                continue;
+            for (int i = 0; i < 16; i++)
+                lens[i] = 1 + rnd_int(3000);
+            c = add_case(16, 1, 2, m, 64, 1, 16, lens);
+            c->kernel = "hopper-narrow";
+            c->sample = 3;
+        }
+        c = add_case(32, 1, 1, M_G128, 64, 0, 16, lens);
+        c->sample = 3;
     }
 
     /* Odds and ends: no LSE, explicit softmax scale, all lengths 0, a plan
@@ -1269,8 +1283,8 @@ END_TEST
 
 /* MLA_KERNEL=hopper-narrow: plans the narrow kernel takes succeed (FP8 at
  * a batch the default choice gives the wide kernel), more than 16 rows per
- * KV head are refused with NOT_SUPPORTED; an unknown value is
- * INVALID_ARGUMENT. */
+ * KV head (BF16) or 32 (FP8) are refused with NOT_SUPPORTED; an unknown
+ * value is INVALID_ARGUMENT. */
 /* A plan created with the environment variable var set to val: its
  * status must be want (the variables are read at plan creation only). */
 struct env_case {
@@ -1331,6 +1345,8 @@ START_TEST(kernel_choice)
         {"MLA_KERNEL", "hopper-narrow", 16, M_G128, 2, 4096, MLA_STATUS_SUCCESS},
         {"MLA_KERNEL", "hopper-narrow", 16, M_DSMLA, 2, 4096, MLA_STATUS_SUCCESS},
         {"MLA_KERNEL", "hopper-narrow", 32, M_BF16, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {"MLA_KERNEL", "hopper-narrow", 32, M_G128, 2, 4096, MLA_STATUS_SUCCESS},
+        {"MLA_KERNEL", "hopper-narrow", 64, M_DSMLA, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
         {"MLA_KERNEL", "hopper-narrow", 128, M_E4M3, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
         {"MLA_KERNEL", "hopper-nonesuch", 16, M_BF16, 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
     };

@@ -309,8 +309,8 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     const int32_t batch = plan->batch;
     const int32_t heads_per_kv = s->num_heads / s->num_kv_heads;
     const int32_t rows = s->q_len * heads_per_kv;
-    const int32_t block_m = hopper && hopper == &g->hopper_narrow[s->kv_format] ? MLA_NARROW_ROWS
-                                                                               : MLA_BLOCK_M;
+    const int32_t block_m =
+        hopper == &g->hopper_narrow[s->kv_format] ? MLA_NARROW_ROWS : MLA_BLOCK_M;
     const int32_t m_blocks = ceil_div(rows, block_m);
 
     /* CTAs resident at once, for the scheduler's split choice. */

@@ -22,6 +22,13 @@
  *               (hopper_convert.cuh);
  *   warp 12     loader, one elected lane (hopper_load.cuh).
  *
+ * Trace builds (-DMLA_TRACE, trace.cuh) split CTA (0, 0, 0)'s time into
+ * phases: 0-4 narrow FP8 consumer warpgroup 0 (waiting for the tile, QK,
+ * softmax, P tile, P V), 5-9 warpgroup 1; 10 the loader waiting for a
+ * free stage, 11 the rest of its loop; 12 the converter waiting for a
+ * tile, 13 converting; 14 + wg a wide consumer warpgroup waiting for its
+ * data.
+ *
  * Wide/narrow BF16 stage (73728 bytes, 9 chunks of 64 rows x 128 bytes,
  * the swizzled layout of wgmma.cuh): BF16 TMA writes all 9 chunks
  * directly.  Wide E4M3: TMA lands chunk c's 64 x 64 FP8 bytes at 36864 +
@@ -126,6 +133,7 @@ MLA_DEV void decode(const mla_hopper_params &hp)
         return;
     if (threadIdx.x == 0)
         init_barriers<FMT, NARROW>(c0);
+    MLA_TRACE_ZERO(threadIdx.x);
     __syncthreads();
     if (threadIdx.x == 0)
         MLA_STAMP(2);
@@ -163,8 +171,7 @@ MLA_DEV void decode(const mla_hopper_params &hp)
     }
 #ifdef MLA_TRACE
     __syncthreads();
-    if (threadIdx.x == 0)
-        MLA_TRACE_PRINT(NARROW ? "narrow" : "wide");
+    MLA_TRACE_DUMP(NARROW ? 2 : 1);
 #endif
 }
 

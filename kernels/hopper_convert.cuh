@@ -161,10 +161,13 @@ MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid
     const Pipe pipe = c.pipe();
     PipeState st;
     st.init();
+    MLA_LAP_START(lap); /* trace builds: phases 12 (waiting for a tile), 13 */
     for (int t = c.t0; t < c.t1; t++) {
         const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
         pipe.consumer_wait(st);
+        MLA_LAP(tid == 0, lap, 12u);
         convert_in_place<FMT>(c, st.stage, nvalid, tid, gshift, p.scales_per_row);
+        MLA_LAP(tid == 0, lap, 13u);
         st.advance(kStages);
     }
 }

@@ -47,10 +47,13 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     PipeState st;
     st.init();
     int page = c.t0 < c.t1 ? bt[(c.t0 * (int)kBN) >> pshift] : 0;
+    MLA_LAP_START(lap); /* trace builds: phases 10 (waiting for a free stage), 11 */
     for (int t = c.t0; t < c.t1; t++) {
         const int row0 = (page << pshift) + ((t * (int)kBN) & pmask);
         const int next = t + 1 < c.t1 ? bt[((t + 1) * (int)kBN) >> pshift] : 0;
+        MLA_LAP(true, lap, 11u);
         pipe.producer_acquire(st);
+        MLA_LAP(true, lap, 10u);
         const uint32_t bar = pipe.full_bar(st);
         const uint32_t dst = c.stage(st.stage) + (kDirect                  ? 0u
                                                   : FMT == MLA_FMT_FP8_E4M3 ? kTile / 2

@@ -88,7 +88,9 @@ struct SeesawConsumer {
     MLA_DEV void scores(int t, const PipeState &st)
     {
         const uint32_t stg = c.stage(st.stage);
+        MLA_LAP_START(lap); /* trace builds: phase 14 + wg, waiting for the tile */
         mbar_wait(c.pipe().full_bar(st), st.phase);
+        MLA_LAP((tid & 127u) == 0, lap, 14u + wg);
         if (tid == 0 && t == c.t0)
             MLA_STAMP(8); /* the first tile landed */
         const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);

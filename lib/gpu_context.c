@@ -256,6 +256,15 @@ static mla_status_t load_kernels(mla_context_t *ctx)
         return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR,
                              "no mla_decode_* kernel in the embedded fatbins");
 
+    /* Only a trace build has this symbol; its absence is the normal case. */
+    for (int i = 0; i < MLA_GPU_NUM_FATBINS && !g->trace_words; i++) {
+        size_t bytes = 0;
+        if (cu->p_cuLibraryGetGlobal(&g->trace_words, &bytes, g->lib[i], "mla_trace_words") !=
+                CUDA_SUCCESS ||
+            bytes != 32 * sizeof(long long))
+            g->trace_words = 0;
+    }
+
     /* The wgmma kernels exist for sm_90a only (other images are empty). */
     if (g->cc_major == 9 && g->cc_minor == 0) {
         static const char *const family[2] = {"decode", "narrow"};

@@ -103,6 +103,26 @@ static int hopper_maps(const struct mla_cuda_api *cu, const struct mla_decode_pa
     return 1;
 }
 
+/* Trace builds: wait for the launch and print CTA (0, 0, 0)'s timeline
+ * (kernels/trace.cuh) to stderr; nothing while a graph is captured. */
+static void trace_print(const struct mla_cuda_api *cu, CUstream stream, CUdeviceptr words)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    long long w[32];
+    if (cu->p_cuStreamIsCapturing(stream, &cs) != CUDA_SUCCESS ||
+        cs != CU_STREAM_CAPTURE_STATUS_NONE || cu->p_cuCtxSynchronize() != CUDA_SUCCESS ||
+        cu->p_cuMemcpyDtoH(w, words, sizeof(w)) != CUDA_SUCCESS)
+        return;
+    const char *tag = w[31] == 2 ? "narrow" : "wide";
+    fprintf(stderr, "TRACE %s ns %lld cyc", tag, w[11] - w[10]);
+    for (int i = 1; i < 9; i++)
+        fprintf(stderr, " %d:%lld", i, w[i] - w[0]);
+    fputc('\n', stderr);
+    for (int k = 0; k < 16; k++)
+        if (w[12 + k] != 0)
+            fprintf(stderr, "PHASE %s %d %lld\n", tag, k, w[12 + k]);
+}
+
 mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a)
 {
     mla_context_t *ctx = plan->ctx;
@@ -171,6 +191,8 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a)
         what = "cuLaunchKernelEx(mla_combine)";
         r = launch(cu, g->combine.fn, gp->combine_grid, MLA_COMBINE_THREADS, 0, stream, 1, &p);
     }
+    if (r == CUDA_SUCCESS && use_hopper && g->trace_words)
+        trace_print(cu, stream, g->trace_words);
     mla__gpu_pop(ctx);
     if (r != CUDA_SUCCESS)
         return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, what);

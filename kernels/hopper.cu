@@ -58,6 +58,9 @@
 #include "ptx.cuh"
 #include "trace.cuh"
 
+/* Every image has it, so that looking it up never fails (trace.cuh). */
+__device__ long long mla_trace_words[MLA_TRACE_WORDS];
+
 /* Only sm_90a has wgmma; other targets get empty kernels. */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define MLA_HOPPER_BUILD 1

@@ -17,13 +17,18 @@
 #ifndef MLA_TRACE_CUH
 #define MLA_TRACE_CUH
 
+/* CTA (0, 0, 0)'s words of the last launch (defined in hopper.cu): 32 in
+ * trace builds, which the library tells by the symbol's size and prints
+ * (lib/gpu_decode.c), 1 otherwise. */
+#ifdef MLA_TRACE
+#define MLA_TRACE_WORDS 32
+#else
+#define MLA_TRACE_WORDS 1
+#endif
+extern "C" __device__ long long mla_trace_words[MLA_TRACE_WORDS];
+
 #ifdef MLA_TRACE
 #include "ptx.cuh"
-
-/* CTA (0, 0, 0)'s words of the last launch; the library finds the symbol
- * (trace builds only) and prints it (lib/gpu_decode.c). */
-extern "C" __device__ long long mla_trace_words[32];
-__device__ long long mla_trace_words[32];
 
 namespace mla {
 /* The last 256 bytes of the dynamic shared memory (32 words: stamps

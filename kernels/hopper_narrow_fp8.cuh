@@ -36,8 +36,13 @@
  *   V: block b's m-tiles take a P tile of P times the keys' block-b scales,
  *   so V converts unscaled (four P tiles per warpgroup); smaller blocks
  *   scale each V value.  Unscaled V bytes become bf16 times 2^-120 (three
- *   integer instructions a pair, no multiply), and the P tiles carry the
- *   2^120 (publish_p).
+ *   integer instructions a pair, no multiply), and the P tiles carry
+ *   2^112 (write_p; O^T is then O / 2^8).
+ * The column maxima are lazy (ColumnSoftmax::lazy_exp): a tile's P is
+ * taken against the running maxima as they stand, up to 2^8, and the
+ * warpgroup exchanges maxima and rescales O^T only when a score passed
+ * its column's maximum by more than that: one barrier a tile (the P
+ * tile's, which also carries the vote), three on the rare exact step.
  * Keys past the length: their scores are masked (P = 0); the unscaled
  * conversion gives finite values for any byte, and the scaled one has its
  * bytes and scales zeroed, so garbage never reaches O.
@@ -93,9 +98,11 @@ MLA_DEV uint32_t frag_pair(uint32_t a, uint32_t b, float s_lo, float s_hi)
     return e4m3_pair_bf16x2_raw<LO, HI>(a, b);
 }
 
-/* The factor P tiles carry against V converted unscaled (2^-120), and
- * the step by which it drops when a block scale would overflow bf16. */
-constexpr float kPFold = 0x1p120f, kPFoldStep = 0x1p40f;
+/* The factor P tiles carry against V converted unscaled (2^-120): 2^112,
+ * so that P up to 2^kLazy = 2^8 (the lazy maxima, softmax.cuh) stays
+ * finite in bf16; O^T then holds O / 2^8 (vunit).  The factor drops by
+ * kPFoldStep when a block scale would overflow bf16. */
+constexpr float kPFold = 0x1p112f, kPFoldStep = 0x1p39f;
 
 template <int FMT>
 struct NarrowFp8Consumer {
@@ -108,7 +115,8 @@ struct NarrowFp8Consumer {
     float rope_factor;
     float qscale; /* undoes the f16 Q tile's power-of-two scaling (1: BF16) */
     float pfold;  /* P tiles' factor against unscaled V: 2^120 / vunit */
-    float vunit;  /* O^T holds O / vunit (1 unless a block scale reached 2^7) */
+    float vunit;  /* O^T holds O / vunit (2^8 unless a block scale reached
+                   * 2^7, 1 where V converts scaled) */
     float o[8][2][4]; /* O^T, m-tile m row g = dim v_dim(m, 0), row g + 8 v_dim(m, 1) */
     float s[2][4], sr[2][4];
     float alpha[4];
@@ -127,7 +135,7 @@ struct NarrowFp8Consumer {
         gshift = spr > 0 ? 31 - __clz(p.scale_block) : 0;
         rope_factor = FMT == MLA_FMT_FP8_DS_MLA ? __frcp_rn(p.out_scale) : 1.0f;
         pfold = kPFold;
-        vunit = 1.0f;
+        vunit = 0x1p120f / kPFold;
         const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         scale_columns(o, zero);
         sm.init();
@@ -337,9 +345,8 @@ struct NarrowFp8Consumer {
                 s[j][e] *= qscale;
     }
 
-    /* Once S^T has retired: probabilities in s, O^T factors in alpha;
-     * returns whether `flag` held in any thread of the warpgroup. */
-    MLA_DEV bool softmax(int tt, bool flag)
+    /* Once S^T has retired: the scores in log2 units, masked. */
+    MLA_DEV void prepare_scores(int tt)
     {
         wg_hold(s);
         if (FMT == MLA_FMT_FP8_DS_MLA) {
@@ -350,8 +357,16 @@ struct NarrowFp8Consumer {
                 for (int e = 0; e < 4; e++)
                     s[j][e] = fmaf(sr[j][e], rope_factor, s[j][e]);
         }
+        sm.scale_mask(s, p.score_scale_log2, tt * (int)kBN + 16 * (int)w + (int)g, lim);
+    }
+
+    /* The exact step: the tile's column maxima over the warpgroup, then
+     * probabilities in s and O^T factors in alpha; returns whether `flag`
+     * held in any thread of the warpgroup. */
+    MLA_DEV bool softmax(bool flag)
+    {
         float mx[4];
-        sm.tile_max(s, p.score_scale_log2, tt * (int)kBN + 16 * (int)w + (int)g, lim, mx);
+        sm.warp_max(s, mx);
         const bool any = column_reduce<true>(c, wg, w, g, t, mx, true, flag);
         sm.tile_exp(s, mx, alpha);
         return any;
@@ -365,9 +380,17 @@ struct NarrowFp8Consumer {
     template <int NT, bool RAW, int NB>
     MLA_DEV void publish_p(const float (&fx)[NB], const float (&fy)[NB])
     {
-        static_assert(NT == 1 || NB >= NT, "a scale per block");
         if (alpha[0] != 1.0f || alpha[1] != 1.0f || alpha[2] != 1.0f || alpha[3] != 1.0f)
             scale_columns<false>(o, alpha);
+        write_p<NT, RAW>(s, fx, fy);
+        bar_sync(kNbWg0 + wg, 128);
+    }
+
+    /* publish_p's P tiles from pr, fenced for the MMAs; no barrier. */
+    template <int NT, bool RAW, int NB>
+    MLA_DEV void write_p(const float (&pr)[2][4], const float (&fx)[NB], const float (&fy)[NB])
+    {
+        static_assert(NT == 1 || NB >= NT, "a scale per block");
         float fxp[NT], fyp[NT];
 #pragma unroll
         for (int b = 0; b < NT; b++) {
@@ -384,22 +407,40 @@ struct NarrowFp8Consumer {
                 const uint32_t pos = (key & ~15u) + 2u * (k & 3u) + (i < 2u ? i : i + 6u);
 #pragma unroll
                 for (int b = 0; b < NT; b++) {
-                    const float v = s[nt][e] * (e < 2 ? fxp[b] : fyp[b]);
+                    const float v = pr[nt][e] * (e < 2 ? fxp[b] : fyp[b]);
                     sts16(p_tile_addr(pbuf + 2048u * (uint32_t)b, q, pos),
                           (uint16_t)(pack_bf16x2(v, 0.0f) & 0xffffu));
                 }
             }
         fence_proxy_async();
-        bar_sync(kNbWg0 + wg, 128);
+    }
+
+    /* The lazy path (ColumnSoftmax::lazy_exp): P against the running
+     * maxima into the P tiles, and one warpgroup barrier that also tells
+     * whether any thread needs new maxima (or a larger vunit: `over`);
+     * returns true when none does, the tile then ready for P V. */
+    template <int NT, bool RAW, int NB>
+    MLA_DEV bool publish_lazy(const float (&fx)[NB], const float (&fy)[NB], bool over)
+    {
+        float pr[2][4], lt[4];
+        const bool jump = sm.lazy_exp(s, pr, lt) || over;
+        write_p<NT, RAW>(pr, fx, fy);
+        if (bar_red_or(kNbWg0 + wg, 128, jump))
+            return false;
+        sm.commit_lazy(lt);
+        return true;
     }
 
     /* Whether a block scale this thread folds into P (largest: smax)
-     * would overflow bf16 there: P x scale x pfold with P <= 1. */
-    MLA_DEV bool p_overflows(float smax) const { return smax * pfold >= 0x1p127f; }
+     * would overflow bf16 there: P x scale x pfold with P <= 2^kLazy. */
+    MLA_DEV bool p_overflows(float smax) const
+    {
+        return smax * pfold >= 0x1p127f / ColumnSoftmax::kLazyMax;
+    }
 
-    /* O^T is kept in units 2^40 larger (exactly: powers of two; the
+    /* O^T is kept in units 2^39 larger (exactly: powers of two; the
      * factor rides on alpha, which publish_p applies), so P tiles carry
-     * 2^40 less. */
+     * 2^39 less. */
     MLA_DEV void raise_vunit()
     {
 #pragma unroll
@@ -509,6 +550,9 @@ struct NarrowFp8Consumer {
          * first four blocks are V's); 64-dim ones scale each V value. */
         constexpr bool kFoldV = KF == 4 || KF == 5;
         constexpr int NT = kFoldV ? 4 : 1;
+        constexpr bool kScaledV = SC && !kFoldV;
+        if (kScaledV)
+            vunit = 1.0f; /* P carries no factor */
         float sx[kScaleBlocks<KF>], sy[kScaleBlocks<KF>];
         MLA_LAP_START(lap); /* trace builds: phases 5 wg .. 5 wg + 4 */
         for (int tt = c.t0 + (int)wg; tt < c.t1; tt += 2) {
@@ -540,24 +584,30 @@ struct NarrowFp8Consumer {
             }
             MLA_LAP((tid & 127u) == 0, lap, 5u * wg + 1u);
             /* V converts unscaled (times 2^-120) unless 32/64-dim scales
-             * apply to each value; then P carries 2^120 / vunit, and with
-             * 128-dim scales folded in, a scale of 2^7 vunit or more (rare:
-             * 57344 / 448 for E4M3) would overflow bf16 in P.  The check
-             * rides on the softmax's barrier; vunit rises by 2^40 until no
-             * thread overflows, at most three times (vunit 2^120 is P x
-             * scale unfolded). */
-            constexpr bool kScaledV = SC && !kFoldV;
+             * apply to each value; then P (at most 2^8) carries 2^120 /
+             * vunit, and with 128-dim scales folded in, a scale of vunit /
+             * 2 or more (2^7 at first; rare: 57344 / 448 for E4M3) would
+             * overflow bf16 in P.  The check rides on the P tile's barrier
+             * and the exact step's; vunit rises by 2^39 until no thread
+             * overflows, at most three times (to 2^125: scales up to
+             * 2^124). */
             float smax = 0.0f;
 #pragma unroll
             for (int b = 0; b < (kFoldV ? NT : 0); b++)
                 smax = fmaxf(smax, fmaxf(sx[b], sy[b]));
-            bool over = softmax(tt, kFoldV && p_overflows(smax));
-            for (int i = 0; kFoldV && over && i < 3; i++) {
-                raise_vunit();
-                over = bar_red_or(kNbWg0 + wg, 128, p_overflows(smax));
-            }
+            const bool over0 = kFoldV && p_overflows(smax);
+            prepare_scores(tt);
             MLA_LAP((tid & 127u) == 0, lap, 5u * wg + 2u);
-            publish_p<NT, !kScaledV>(sx, sy);
+            /* Most tiles: P against the maxima as they stand, one barrier.
+             * Else the exact step, which also raises vunit as needed. */
+            if (!publish_lazy<NT, !kScaledV>(sx, sy, over0)) {
+                bool over = softmax(over0);
+                for (int i = 0; kFoldV && over && i < 3; i++) {
+                    raise_vunit();
+                    over = bar_red_or(kNbWg0 + wg, 128, p_overflows(smax));
+                }
+                publish_p<NT, !kScaledV>(sx, sy);
+            }
             MLA_LAP((tid & 127u) == 0, lap, 5u * wg + 3u);
             pv<kScaledV, NT>(stg, scl, nvalid, pipe.empty_bar(st));
             MLA_LAP((tid & 127u) == 0, lap, 5u * wg + 4u);

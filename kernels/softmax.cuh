@@ -151,28 +151,78 @@ struct ColumnSoftmax {
     }
 
     /* Scales and masks s in place (key0: key index of this thread's row
-     * g; lim[r]: keys < lim visible to slot r) and returns each column's
-     * maximum over the warp's 16 keys. */
-    MLA_DEV void tile_max(float (&s)[2][4], float scale_log2, int key0, const int (&lim)[4],
-                          float (&mx)[4]) const
+     * g; lim[r]: keys < lim visible to slot r): log2 units, -inf where
+     * masked. */
+    MLA_DEV static void scale_mask(float (&s)[2][4], float scale_log2, int key0,
+                                   const int (&lim)[4])
     {
         const float ninf = -__int_as_float(0x7f800000);
-#pragma unroll
-        for (int r = 0; r < 4; r++)
-            mx[r] = ninf;
 #pragma unroll
         for (int j = 0; j < 2; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int r = 2 * j + (e & 1);
                 s[j][e] = key0 + 8 * (e >> 1) < lim[r] ? s[j][e] * scale_log2 : ninf;
-                mx[r] = fmaxf(mx[r], s[j][e]);
             }
+    }
+
+    /* Each column's maximum of scaled scores over the warp's 16 keys. */
+    MLA_DEV static void warp_max(const float (&s)[2][4], float (&mx)[4])
+    {
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            mx[r] = fmaxf(s[r >> 1][r & 1], s[r >> 1][(r & 1) + 2]);
 #pragma unroll
         for (int r = 0; r < 4; r++)
 #pragma unroll
             for (int x = 4; x < 32; x <<= 1)
                 mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], x));
+    }
+
+    /* Both: scales and masks s, and returns each column's maximum over
+     * the warp's 16 keys. */
+    MLA_DEV void tile_max(float (&s)[2][4], float scale_log2, int key0, const int (&lim)[4],
+                          float (&mx)[4]) const
+    {
+        scale_mask(s, scale_log2, key0, lim);
+        warp_max(s, mx);
+    }
+
+    /*
+     * The lazy step, for scaled scores: probabilities against the running
+     * maxima as they stand, P = 2^(s - m) in pr, this thread's sums in lt,
+     * and whether some score passed its column's maximum by more than
+     * 2^kLazy (or the column has none yet): then the caller must agree on
+     * new maxima (tile_exp on s, which this leaves as it was).  Otherwise
+     * P stays at most 2^kLazy and commit_lazy adds lt: the maxima rise
+     * only when a score would leave that range, so most tiles need no
+     * exchange of maxima between the warps and no rescale of O.
+     */
+    static constexpr float kLazy = 8.0f, kLazyMax = 0x1p8f; /* 2^kLazy */
+    MLA_DEV bool lazy_exp(const float (&s)[2][4], float (&pr)[2][4], float (&lt)[4]) const
+    {
+        const float ninf = -__int_as_float(0x7f800000);
+        bool jump = false;
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            lt[r] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = 2 * j + (e & 1);
+                /* m = -inf: a live score jumps; masked ones give 0. */
+                jump |= s[j][e] > m[r] + kLazy;
+                pr[j][e] = ex2(s[j][e] - (m[r] == ninf ? 0.0f : m[r]));
+                lt[r] += pr[j][e];
+            }
+        return jump;
+    }
+    MLA_DEV void commit_lazy(const float (&lt)[4])
+    {
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            l[r] += lt[r];
     }
 
     /* Given the columns' maxima over the whole tile: probabilities in

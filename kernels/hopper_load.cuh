@@ -18,7 +18,8 @@ namespace hopper {
  * Per tile: one box of 64 rows per 64 columns.  BF16 lands in a stage in
  * the wgmma layout (SWIZZLE_128B), in both layouts.  FP8 lands at `dst`:
  * the upper half of the stage (wide, converted in place) or the start of
- * the stage (narrow), chunk c at dst + 4096 c; E4M3 block scales by one
+ * the stage (narrow), chunk c at dst + 4096 c, but the narrow E4M3 tile
+ * as one bulk copy of its 64 contiguous rows (kE4m3Bulk); E4M3 block scales by one
  * bulk copy to `scl`; DS_MLA scales (16 bytes a row) to `scl` and the bf16
  * RoPE box to dst + 32768 (wide: that is the stage's chunk 8 itself).
  */
@@ -64,6 +65,12 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
 #pragma unroll
             for (int k = 0; k < 9; k++)
                 tma_load_3d(c.stage(st.stage) + k * kChunk, map0, 64 * k, c.kh, row0, bar, pol);
+        } else if (kE4m3Bulk<FMT, NARROW>) {
+            /* One KV head: the tile's rows are contiguous, one copy (nine
+             * 64-byte-wide boxes moved E4M3 tiles 6 % slower). */
+            bulk_g2s(dst, (const uint8_t *)p.kv + (int64_t)row0 * MLA_D_QK, kTile / 2, bar, pol);
+            if (spr > 0)
+                bulk_g2s(scl, (const float *)p.scales + (int64_t)row0 * spr, sbytes, bar, pol);
         } else if (FMT == MLA_FMT_FP8_E4M3) {
 #pragma unroll
             for (int k = 0; k < 9; k++)

@@ -184,9 +184,10 @@ struct NarrowFp8Consumer {
             k.sx = k.sy = 1.0f;
             return k;
         }
-        const uint32_t a = stg + 4096u * ch + 16u * t;
-        k.x = lds128(a + 64u * r0);
-        k.y = lds128(a + 64u * r1);
+        constexpr uint32_t RP = kFp8RowPitch<FMT>;
+        const uint32_t a = stg + kFp8ChunkPitch<FMT> * ch + 16u * t;
+        k.x = lds128(a + RP * r0);
+        k.y = lds128(a + RP * r1);
         k.x2 = k.y2 = make_uint4(0u, 0u, 0u, 0u);
         k.sx = k.sy = 1.0f;
         if (SC) {
@@ -461,14 +462,15 @@ struct NarrowFp8Consumer {
     template <bool SC>
     MLA_DEV VRaw v_load(uint32_t stg, uint32_t scl, uint32_t nvalid, uint32_t u) const
     {
+        constexpr uint32_t RP = kFp8RowPitch<FMT>, CP = kFp8ChunkPitch<FMT>;
         const uint32_t b0 = 2u * (u & 1u), d0 = 128u * b0 + 32u * w + 4u * g;
-        const uint32_t base = stg + 4096u * (d0 >> 6) + (d0 & 63u);
+        const uint32_t base = stg + CP * (d0 >> 6) + (d0 & 63u);
         VRaw r;
 #pragma unroll
         for (uint32_t i = 0; i < 4; i++) {
             const uint32_t key = 16u * (u >> 1) + t + 4u * i;
-            r.v[i].x = lds32(base + 64u * key);
-            r.v[i].y = lds32(base + 8192u + 64u * key);
+            r.v[i].x = lds32(base + RP * key);
+            r.v[i].y = lds32(base + 2u * CP + RP * key);
             r.sc[i][0] = r.sc[i][1] = 1.0f;
             if (SC) {
                 r.sc[i][0] = v_scale(scl, key, d0);

@@ -439,11 +439,11 @@ static void build_cases(void)
         c->kernel = "hopper-narrow";
         c->kv_mul = 1e-3;
         for (int m = M_G128; m <= M_DSMLA; m++)
-            for (int k = 0; k < 2; k++) {
+            for (int big = 0; big < 2; big++) {
                 c = add_case(16, 1, 1, m, 64, 0, 8, lens_long8);
                 c->kernel = "hopper-narrow";
                 c->kv_mul = 1e5;
-                c->kv_tail_mul = k ? 1000 : 3;
+                c->kv_tail_mul = big ? 1000 : 3;
                 c->softmax_scale = k ? 1e-7 : 2e-5;
             }
         /* Two 16-row M tiles of the narrow FP8 kernels (E4M3 without block
@@ -610,11 +610,11 @@ static void build_problem(struct prob *p, const struct kcase *c, const int32_t *
         int f = fill_len ? fill_len[b] : c->lens[b];
         for (size_t i = 0; i < (size_t)f * row_elems; i++) {
             lat[i] = rnd_input();
-            double m = c->kv_mul > 0 ? c->kv_mul : 1.0;
+            double mul = c->kv_mul > 0 ? c->kv_mul : 1.0;
             if (c->kv_tail_mul > 0 && i / row_elems >= (size_t)f / 2)
-                m *= c->kv_tail_mul;
-            if (m != 1.0)
-                lat[i] = mla_float_to_bf16((float)(mla_bf16_to_float(lat[i]) * m));
+                mul *= c->kv_tail_mul;
+            if (mul != 1.0)
+                lat[i] = mla_float_to_bf16((float)(mla_bf16_to_float(lat[i]) * mul));
         }
         for (int t = 0; t < f; t++)
             slots[t] = (int64_t)p->bt[(size_t)b * p->mpps + t / P] * P + t % P;
@@ -1283,8 +1283,8 @@ END_TEST
 
 /* MLA_KERNEL=hopper-narrow: plans the narrow kernel takes succeed (FP8 at
  * a batch the default choice gives the wide kernel), more than 16 rows per
- * KV head (BF16) or 32 (FP8) are refused with NOT_SUPPORTED; an unknown
- * value is INVALID_ARGUMENT. */
+ * KV head (BF16) or 32 (FP8), or E4M3 with two KV heads, are refused with
+ * NOT_SUPPORTED; an unknown value is INVALID_ARGUMENT. */
 /* A plan created with the environment variable var set to val: its
  * status must be want (the variables are read at plan creation only). */
 struct env_case {
@@ -1293,20 +1293,20 @@ struct env_case {
     mla_status_t want;
 };
 
-static void check_plan_env(const char *test, const struct env_case *k, int n)
+static void check_plan_env(const char *test, const struct env_case *k, int n, int h_kv)
 {
     for (int i = 0; i < n; i++) {
-        mla_config_t *cfg = make_cfg(k[i].h_q, 1, 1, &modes[k[i].mode], 64, 0, 0, 0, 0.0);
+        mla_config_t *cfg = make_cfg(k[i].h_q, h_kv, 1, &modes[k[i].mode], 64, 0, 0, 0, 0.0);
         mla_plan_t *plan = NULL;
         setenv(k[i].var, k[i].val, 1);
         const mla_status_t st = mla_plan_create(&plan, g_gpu, cfg, k[i].batch, k[i].max_len);
         unsetenv(k[i].var);
         mla_plan_destroy(plan);
-        printf("%-6s %s %s=%s h%d %s b%d s%d: %s\n", st == k[i].want ? "ok" : "FAIL", test,
-               k[i].var, k[i].val, k[i].h_q, modes[k[i].mode].name, k[i].batch, k[i].max_len,
-               mla_status_string(st));
-        REQUIRE(st == k[i].want, "%s=%s h%d %s b%d s%d: %s, want %s", k[i].var, k[i].val,
-                k[i].h_q, modes[k[i].mode].name, k[i].batch, k[i].max_len,
+        printf("%-6s %s %s=%s h%d/%d %s b%d s%d: %s\n", st == k[i].want ? "ok" : "FAIL", test,
+               k[i].var, k[i].val, k[i].h_q, h_kv, modes[k[i].mode].name, k[i].batch,
+               k[i].max_len, mla_status_string(st));
+        REQUIRE(st == k[i].want, "%s=%s h%d/%d %s b%d s%d: %s, want %s", k[i].var, k[i].val,
+                k[i].h_q, h_kv, modes[k[i].mode].name, k[i].batch, k[i].max_len,
                 mla_status_string(st), mla_status_string(k[i].want));
         REQUIRE(plan == NULL || st == MLA_STATUS_SUCCESS, "a refused plan was returned");
         arena_reset(); /* frees the config: a table may list more than 8 */
@@ -1331,7 +1331,7 @@ START_TEST(tuning_env)
         {"MLA_SPLIT_MIN_TILES", "65", 16, M_BF16, 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
         {"MLA_SPLIT_MIN_TILES", "2x", 16, M_BF16, 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
     };
-    check_plan_env("tuning_env", k, (int)(sizeof(k) / sizeof(k[0])));
+    check_plan_env("tuning_env", k, (int)(sizeof(k) / sizeof(k[0])), 1);
 }
 END_TEST
 
@@ -1350,7 +1350,15 @@ START_TEST(kernel_choice)
         {"MLA_KERNEL", "hopper-narrow", 128, M_E4M3, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
         {"MLA_KERNEL", "hopper-nonesuch", 16, M_BF16, 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
     };
-    check_plan_env("kernel_choice", k, (int)(sizeof(k) / sizeof(k[0])));
+    check_plan_env("kernel_choice", k, (int)(sizeof(k) / sizeof(k[0])), 1);
+    /* Two KV heads, 16 rows each: the narrow E4M3 kernel copies a tile's
+     * rows in one piece and takes one KV head only; DS_MLA's takes both. */
+    static const struct env_case k2[] = {
+        {"MLA_KERNEL", "hopper-narrow", 32, M_E4M3, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {"MLA_KERNEL", "hopper-narrow", 32, M_DSMLA, 2, 4096, MLA_STATUS_SUCCESS},
+        {"MLA_KERNEL", "hopper", 32, M_E4M3, 64, 4096, MLA_STATUS_SUCCESS},
+    };
+    check_plan_env("kernel_choice", k2, (int)(sizeof(k2) / sizeof(k2[0])), 2);
 }
 END_TEST
 

@@ -285,10 +285,11 @@ struct mla_hopper_params {
  * to match the register fragments); per consumer warpgroup four P tiles
  * (one per 128-dim block of V, the block's scales folded in; at the end
  * the warpgroup's (max, sum) for the merge); mla_narrow8_stages(f, spr)
- * stages of mla_narrow8_stage_bytes(f, spr), 1024-byte aligned: 9 (DS_MLA:
- * 8) chunks of 64 rows x 64 bytes, then E4M3 block scales (64 x spr fp32),
- * or DS_MLA's RoPE box (64 x 128 bytes, swizzled: its alignment matters)
- * and scales (64 x 16 bytes); then the column exchange and the mbarriers.
+ * stages of mla_narrow8_stage_bytes(f, spr), 1024-byte aligned: E4M3's 64
+ * rows of 576 bytes (one bulk copy: one KV head only) and its block scales
+ * (64 x spr fp32), or DS_MLA's 8 chunks of 64 rows x 64 bytes, RoPE box
+ * (64 x 128 bytes, swizzled: its alignment matters) and scales (64 x 16
+ * bytes); then the column exchange and the mbarriers.
  * E4M3 takes five stages where they fit in the 227 KB the launch asks for
  * (spr <= 9), else four; DS_MLA four.
  */

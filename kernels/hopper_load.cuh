@@ -19,9 +19,10 @@ namespace hopper {
  * the wgmma layout (SWIZZLE_128B), in both layouts.  FP8 lands at `dst`:
  * the upper half of the stage (wide, converted in place) or the start of
  * the stage (narrow), chunk c at dst + 4096 c, but the narrow E4M3 tile
- * as one bulk copy of its 64 contiguous rows (kE4m3Bulk); E4M3 block scales by one
- * bulk copy to `scl`; DS_MLA scales (16 bytes a row) to `scl` and the bf16
- * RoPE box to dst + 32768 (wide: that is the stage's chunk 8 itself).
+ * as one bulk copy of its 64 contiguous rows (kE4m3Bulk); E4M3 block
+ * scales by one bulk copy to `scl`; DS_MLA scales (16 bytes a row) to
+ * `scl` and the bf16 RoPE box to dst + 32768 (wide: that is the stage's
+ * chunk 8 itself).
  */
 template <int FMT, bool NARROW>
 MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
@@ -65,16 +66,17 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
 #pragma unroll
             for (int k = 0; k < 9; k++)
                 tma_load_3d(c.stage(st.stage) + k * kChunk, map0, 64 * k, c.kh, row0, bar, pol);
-        } else if (kE4m3Bulk<FMT, NARROW>) {
-            /* One KV head: the tile's rows are contiguous, one copy (nine
-             * 64-byte-wide boxes moved E4M3 tiles 6 % slower). */
-            bulk_g2s(dst, (const uint8_t *)p.kv + (int64_t)row0 * MLA_D_QK, kTile / 2, bar, pol);
-            if (spr > 0)
-                bulk_g2s(scl, (const float *)p.scales + (int64_t)row0 * spr, sbytes, bar, pol);
         } else if (FMT == MLA_FMT_FP8_E4M3) {
+            if (kE4m3Bulk<FMT, NARROW>) {
+                /* One KV head: the tile's rows are contiguous, one copy
+                 * (nine 64-byte-wide boxes moved E4M3 tiles 6 % slower). */
+                bulk_g2s(dst, (const uint8_t *)p.kv + (int64_t)row0 * MLA_D_QK, kTile / 2, bar,
+                         pol);
+            } else {
 #pragma unroll
-            for (int k = 0; k < 9; k++)
-                tma_load_3d(dst + 4096u * k, map0, 64 * k, c.kh, row0, bar, pol);
+                for (int k = 0; k < 9; k++)
+                    tma_load_3d(dst + 4096u * k, map0, 64 * k, c.kh, row0, bar, pol);
+            }
             if (spr > 0) /* h_kv == 1: the tile's scales are contiguous */
                 bulk_g2s(scl, (const float *)p.scales + (int64_t)row0 * spr, sbytes, bar, pol);
         } else {

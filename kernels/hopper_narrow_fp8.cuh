@@ -89,7 +89,7 @@ MLA_DEV constexpr int block_acc(int b)
 
 /* Two bytes (LO, HI of {a, b}) as a bf16x2 fragment register: times
  * per-byte scales when SC, else times 2^-120 (only V converts unscaled to
- * bf16, and its P tiles carry the 2^120: publish_p). */
+ * bf16, and its P tiles carry 2^120 / vunit: write_p). */
 template <bool SC, int LO, int HI>
 MLA_DEV uint32_t frag_pair(uint32_t a, uint32_t b, float s_lo, float s_hi)
 {

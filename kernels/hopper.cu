@@ -35,9 +35,9 @@
  * 4096 c and the converter writes BF16 chunk c over [8192 c, 8192 c +
  * 8192).  Wide DS_MLA: nope chunk c lands at 32768 + 4096 c (c < 8), the
  * RoPE (bf16) is written by TMA straight into chunk 8, the scales into the
- * stage's scale area.  Narrow E4M3: the tile's 64 rows of 576 bytes
- * row-major (one bulk copy; one KV head), then the scales.  Narrow DS_MLA:
- * chunk c at 4096 c of the stage, then the RoPE box and the scales.
+ * stage's scale area.  Narrow FP8: the tile's 64 rows row-major, as
+ * one bulk copy (one KV head): E4M3's 576 bytes a row, then the block
+ * scales; DS_MLA's 656 (nope, scales at 512, RoPE at 528).
  *
  * Barriers (per stage s; arrivals per phase):
  *   loaded[s]    1: the loader's arrive.expect_tx; completes when every

@@ -51,15 +51,15 @@ constexpr uint32_t kNbMax = 1, kNbP = 2, kNbTail = 3, kNbCvt = 4, kNbSum = 5, kN
 /* The narrow FP8 layout: consumers convert in registers (hopper_narrow_fp8.cuh). */
 template <int FMT, bool NARROW>
 constexpr bool kFp8Direct = NARROW && FMT != MLA_FMT_BF16;
-/* The narrow E4M3 tile is one bulk copy of its 64 rows, contiguous with a
- * single KV head, row-major in the stage (kFp8RowPitch bytes a row); the
- * other FP8 tiles land as 64-column boxes, chunk c at 4096 c. */
+/* A narrow FP8 tile is one bulk copy of its 64 rows, contiguous with a
+ * single KV head, row-major in the stage (kFp8RowPitch bytes a row:
+ * E4M3's 576, DS_MLA's 656 with the scales at 512 and the bf16 RoPE at
+ * 528); the wide FP8 tiles land as 64-column boxes. */
 template <int FMT, bool NARROW>
-constexpr bool kE4m3Bulk = NARROW && FMT == MLA_FMT_FP8_E4M3;
+constexpr bool kBulkTile = kFp8Direct<FMT, NARROW>;
 template <int FMT>
-constexpr uint32_t kFp8RowPitch = FMT == MLA_FMT_FP8_E4M3 ? (uint32_t)MLA_D_QK : 64u;
-template <int FMT>
-constexpr uint32_t kFp8ChunkPitch = FMT == MLA_FMT_FP8_E4M3 ? 64u : 4096u;
+constexpr uint32_t kFp8RowPitch = FMT == MLA_FMT_FP8_E4M3 ? (uint32_t)MLA_D_QK : 656u;
+constexpr uint32_t kDsScaleOffset = 512u, kDsRopeOffset = 528u;
 
 /* Narrow FP8: the leading 64-dim chunks of the Q tile held in f16, whose
  * K bytes the consumers convert unscaled with one cvt per pair: the nope
@@ -109,7 +109,7 @@ MLA_DEV bool launch_matches(const mla_decode_params &p)
 {
     return p.kv_format == FMT && p.block_n == (int)kBN && p.num_stages == (int)kStages &&
            p.page_size >= (int)kBN && p.block_m == (NARROW ? MLA_NARROW_ROWS : MLA_BLOCK_M) &&
-           (!kE4m3Bulk<FMT, NARROW> || p.h_kv == 1);
+           (!kBulkTile<FMT, NARROW> || p.h_kv == 1);
 }
 
 /* The buffers of the layout (every field but the CtaWork ones). */
@@ -128,7 +128,7 @@ MLA_DEV void layout(const mla_decode_params &p, Cta &c)
         c.skv = base + MLA_NARROW8_OFF_STAGES;
         c.sstride = c.scl_stride = mla_narrow8_stage_bytes(FMT, spr);
         c.nstages = mla_narrow8_stages(FMT, spr);
-        c.sscl = c.skv + (FMT == MLA_FMT_FP8_DS_MLA ? 40960u : 36864u);
+        c.sscl = c.skv + (FMT == MLA_FMT_FP8_DS_MLA ? kDsScaleOffset : 36864u);
         c.pbuf = base + MLA_NARROW8_OFF_P;
         c.xchg = 0;
         c.cmax = c.skv + c.nstages * c.sstride;

@@ -15,22 +15,24 @@ namespace mla {
 namespace hopper {
 
 /*
- * Per tile: one box of 64 rows per 64 columns.  BF16 lands in a stage in
- * the wgmma layout (SWIZZLE_128B), in both layouts.  FP8 lands at `dst`:
- * the upper half of the stage (wide, converted in place) or the start of
- * the stage (narrow), chunk c at dst + 4096 c, but the narrow E4M3 tile
- * as one bulk copy of its 64 contiguous rows (kE4m3Bulk); E4M3 block
- * scales by one bulk copy to `scl`; DS_MLA scales (16 bytes a row) to
- * `scl` and the bf16 RoPE box to dst + 32768 (wide: that is the stage's
- * chunk 8 itself).
+ * Per tile: BF16 as one box of 64 rows per 64 columns, landing in a stage
+ * in the wgmma layout (SWIZZLE_128B), in both layouts.  Narrow FP8 as one
+ * bulk copy of its 64 contiguous rows to the start of the stage
+ * (kBulkTile); wide FP8 as 64-byte-wide boxes to the upper half of the
+ * stage (converted in place), chunk c at dst + 4096 c, DS_MLA's scales
+ * (16 bytes a row) to `scl` and its bf16 RoPE box to dst + 32768 (the
+ * stage's chunk 8 itself).  E4M3 block scales by one bulk copy to `scl`.
  */
 template <int FMT, bool NARROW>
 MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
 {
     const mla_decode_params &p = hp.p;
     const void *map0 = &hp.kv_map[0], *map1 = &hp.kv_map[1], *map2 = &hp.kv_map[2];
-    prefetch_tensormap(map0);
-    if (FMT == MLA_FMT_FP8_DS_MLA) {
+    /* Narrow FP8 copies its tiles without a tensor map. */
+    constexpr bool kBulk = kBulkTile<FMT, NARROW>;
+    if (!kBulk)
+        prefetch_tensormap(map0);
+    if (FMT == MLA_FMT_FP8_DS_MLA && !kBulk) {
         prefetch_tensormap(map1);
         prefetch_tensormap(map2);
     }
@@ -41,9 +43,9 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     const uint32_t sbytes = kBN * 4u * (uint32_t)spr;
     const uint32_t bytes = FMT == MLA_FMT_BF16       ? kTile
                            : FMT == MLA_FMT_FP8_E4M3 ? kTile / 2 + sbytes
-                                                     : 8u * 4096u + kBN * 16u + kChunk;
-    /* Narrow FP8: the consumers read the FP8 stage itself. */
-    constexpr bool kDirect = kFp8Direct<FMT, NARROW>;
+                                                     : kBN * kFp8RowPitch<FMT>;
+    static_assert(8u * 4096u + kBN * 16u + kChunk == kBN * kFp8RowPitch<MLA_FMT_FP8_DS_MLA>,
+                  "a DS_MLA tile's boxes are its rows' bytes");
     const int pshift = p.page_shift, pmask = p.page_size - 1;
     const Pipe pipe = c.pipe();
     PipeState st;
@@ -57,7 +59,7 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
         pipe.producer_acquire(st);
         MLA_LAP(true, lap, 10u);
         const uint32_t bar = pipe.full_bar(st);
-        const uint32_t dst = c.stage(st.stage) + (kDirect                  ? 0u
+        const uint32_t dst = c.stage(st.stage) + (kBulk                     ? 0u
                                                   : FMT == MLA_FMT_FP8_E4M3 ? kTile / 2
                                                                             : 4u * kChunk);
         const uint32_t scl = c.scales(st.stage);
@@ -66,19 +68,15 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
 #pragma unroll
             for (int k = 0; k < 9; k++)
                 tma_load_3d(c.stage(st.stage) + k * kChunk, map0, 64 * k, c.kh, row0, bar, pol);
+        } else if (kBulk) {
+            /* One KV head: the tile's rows are contiguous, one copy (the
+             * 64-byte-wide boxes moved E4M3 tiles 6 % slower). */
+            constexpr uint32_t kRow = kFp8RowPitch<FMT>;
+            bulk_g2s(dst, (const uint8_t *)p.kv + (int64_t)row0 * kRow, kBN * kRow, bar, pol);
         } else if (FMT == MLA_FMT_FP8_E4M3) {
-            if (kE4m3Bulk<FMT, NARROW>) {
-                /* One KV head: the tile's rows are contiguous, one copy
-                 * (nine 64-byte-wide boxes moved E4M3 tiles 6 % slower). */
-                bulk_g2s(dst, (const uint8_t *)p.kv + (int64_t)row0 * MLA_D_QK, kTile / 2, bar,
-                         pol);
-            } else {
 #pragma unroll
-                for (int k = 0; k < 9; k++)
-                    tma_load_3d(dst + 4096u * k, map0, 64 * k, c.kh, row0, bar, pol);
-            }
-            if (spr > 0) /* h_kv == 1: the tile's scales are contiguous */
-                bulk_g2s(scl, (const float *)p.scales + (int64_t)row0 * spr, sbytes, bar, pol);
+            for (int k = 0; k < 9; k++)
+                tma_load_3d(dst + 4096u * k, map0, 64 * k, c.kh, row0, bar, pol);
         } else {
 #pragma unroll
             for (int k = 0; k < 8; k++)
@@ -86,6 +84,8 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
             tma_load_3d(scl, map1, 512, c.kh, row0, bar, pol);
             tma_load_3d(dst + 8u * 4096u, map2, 528, c.kh, row0, bar, pol);
         }
+        if (spr > 0) /* h_kv == 1: the tile's scales are contiguous */
+            bulk_g2s(scl, (const float *)p.scales + (int64_t)row0 * spr, sbytes, bar, pol);
         if (t == c.t0)
             MLA_STAMP(3); /* the first tile's copies issued */
         page = next;

@@ -141,11 +141,13 @@ struct NarrowFp8Consumer {
         sm.init();
     }
 
+    static constexpr uint32_t RP = kFp8RowPitch<FMT>;
+
     /* Scale of key row r over this thread's 16 dims of chunk ch (QK). */
     MLA_DEV float k_scale(uint32_t scl, uint32_t r, uint32_t ch) const
     {
         if (FMT == MLA_FMT_FP8_DS_MLA)
-            return lds_f32(scl + 16u * r + 4u * (ch >> 1));
+            return lds_f32(scl + RP * r + 4u * (ch >> 1));
         return lds_f32(scl + 4u * (r * (uint32_t)spr + ((64u * ch + 16u * t) >> gshift)));
     }
 
@@ -159,12 +161,12 @@ struct NarrowFp8Consumer {
     MLA_DEV float v_scale(uint32_t scl, uint32_t r, uint32_t d) const
     {
         if (FMT == MLA_FMT_FP8_DS_MLA)
-            return lds_f32(scl + 16u * r + 4u * (d >> 7));
+            return lds_f32(scl + RP * r + 4u * (d >> 7));
         return lds_f32(scl + 4u * (r * (uint32_t)spr + (d >> gshift)));
     }
 
     /* The raw bytes of chunk ch for rows 16 w + g and + 8 (x, y); DS_MLA
-     * chunk 8 is the bf16 RoPE, two swizzled granules per row. */
+     * chunk 8 is the bf16 RoPE, two 16-byte granules per row. */
     struct KRaw {
         uint4 x, y, x2, y2;
         float sx, sy;
@@ -176,16 +178,15 @@ struct NarrowFp8Consumer {
         const uint32_t r0 = 16u * w + g, r1 = r0 + 8u;
         KRaw k;
         if (FMT == MLA_FMT_FP8_DS_MLA && ch == 8) {
-            const uint32_t rope = stg + 32768u;
-            k.x = lds128(rope + 128u * r0 + (((2u * t) ^ (r0 & 7u)) << 4));
-            k.x2 = lds128(rope + 128u * r0 + (((2u * t + 1u) ^ (r0 & 7u)) << 4));
-            k.y = lds128(rope + 128u * r1 + (((2u * t) ^ (r1 & 7u)) << 4));
-            k.y2 = lds128(rope + 128u * r1 + (((2u * t + 1u) ^ (r1 & 7u)) << 4));
+            const uint32_t a = stg + kDsRopeOffset + 32u * t;
+            k.x = lds128(a + RP * r0);
+            k.x2 = lds128(a + 16u + RP * r0);
+            k.y = lds128(a + RP * r1);
+            k.y2 = lds128(a + 16u + RP * r1);
             k.sx = k.sy = 1.0f;
             return k;
         }
-        constexpr uint32_t RP = kFp8RowPitch<FMT>;
-        const uint32_t a = stg + kFp8ChunkPitch<FMT> * ch + 16u * t;
+        const uint32_t a = stg + 64u * ch + 16u * t;
         k.x = lds128(a + RP * r0);
         k.y = lds128(a + RP * r1);
         k.x2 = k.y2 = make_uint4(0u, 0u, 0u, 0u);
@@ -290,7 +291,7 @@ struct NarrowFp8Consumer {
     MLA_DEV float block_scale(uint32_t scl, uint32_t r, uint32_t b) const
     {
         if (FMT == MLA_FMT_FP8_DS_MLA)
-            return lds_f32(scl + 16u * r + 4u * b);
+            return lds_f32(scl + RP * r + 4u * b);
         return lds_f32(scl + 4u * (r * (uint32_t)spr + b));
     }
 
@@ -462,15 +463,14 @@ struct NarrowFp8Consumer {
     template <bool SC>
     MLA_DEV VRaw v_load(uint32_t stg, uint32_t scl, uint32_t nvalid, uint32_t u) const
     {
-        constexpr uint32_t RP = kFp8RowPitch<FMT>, CP = kFp8ChunkPitch<FMT>;
         const uint32_t b0 = 2u * (u & 1u), d0 = 128u * b0 + 32u * w + 4u * g;
-        const uint32_t base = stg + CP * (d0 >> 6) + (d0 & 63u);
+        const uint32_t base = stg + d0;
         VRaw r;
 #pragma unroll
         for (uint32_t i = 0; i < 4; i++) {
             const uint32_t key = 16u * (u >> 1) + t + 4u * i;
             r.v[i].x = lds32(base + RP * key);
-            r.v[i].y = lds32(base + 2u * CP + RP * key);
+            r.v[i].y = lds32(base + 128u + RP * key);
             r.sc[i][0] = r.sc[i][1] = 1.0f;
             if (SC) {
                 r.sc[i][0] = v_scale(scl, key, d0);

@@ -285,11 +285,10 @@ struct mla_hopper_params {
  * to match the register fragments); per consumer warpgroup four P tiles
  * (one per 128-dim block of V, the block's scales folded in; at the end
  * the warpgroup's (max, sum) for the merge); mla_narrow8_stages(f, spr)
- * stages of mla_narrow8_stage_bytes(f, spr), 1024-byte aligned: E4M3's 64
- * rows of 576 bytes (one bulk copy: one KV head only) and its block scales
- * (64 x spr fp32), or DS_MLA's 8 chunks of 64 rows x 64 bytes, RoPE box
- * (64 x 128 bytes, swizzled: its alignment matters) and scales (64 x 16
- * bytes); then the column exchange and the mbarriers.
+ * stages of mla_narrow8_stage_bytes(f, spr), 1024-byte aligned, each a
+ * tile's 64 rows as one bulk copy (one KV head only): E4M3's rows of 576
+ * bytes and its block scales (64 x spr fp32), or DS_MLA's rows of 656;
+ * then the column exchange and the mbarriers.
  * E4M3 takes five stages where they fit in the 227 KB the launch asks for
  * (spr <= 9), else four; DS_MLA four.
  */
@@ -313,8 +312,7 @@ struct mla_hopper_params {
 #define MLA_NARROW8_STAGES_E4M3_MAX 5u
 #define MLA_NARROW8_STAGES_DSMLA 4u
 
-/* E4M3: 36864 FP8 bytes + 256 spr of scales; DS_MLA: 32768 + 8192 (RoPE,
- * 1024-byte aligned for its swizzle) + 1024 (scales). */
+/* E4M3: 36864 FP8 bytes + 256 spr of scales; DS_MLA: 64 rows x 656. */
 MLA_HD uint32_t mla_narrow8_stage_bytes(int32_t fmt, int32_t spr)
 {
     return fmt == MLA_FMT_FP8_E4M3 ? 36864u + 256u * (uint32_t)spr : 41984u;

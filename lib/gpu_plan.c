@@ -191,24 +191,24 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
     /* The narrow kernels take M tiles of 16 rows: BF16 one, FP8 up to two
      * (two MTP tokens at 16 heads, or 32 heads).  By default a second tile
      * only where each tile costs less than half the wide kernel's time at
-     * 32 rows: E4M3 without block scales or with 128-dim ones (H200, b132
-     * s8192: /128 386 us narrow against 429 wide, none 341 against 427).
-     * DS_MLA's narrow kernel waits on its loads, which a second tile
-     * repeats (552 against 415), and the 32/64-dim ones take 1.3-1.7x the
-     * /128 time a tile (bench/NOTES.md). */
+     * 32 rows: E4M3 without block scales or with 128-dim ones, and DS_MLA
+     * (H200, b132 s8192: /128 386 us narrow against 429 wide, none 341
+     * against 427, DS_MLA 351 against 415); the 32/64-dim ones take
+     * 1.3-1.7x the /128 time a tile (bench/NOTES.md). */
     const int32_t narrow_rows = s->kv_format == MLA_FMT_BF16 ? MLA_NARROW_ROWS : 2 * MLA_NARROW_ROWS;
-    const int32_t auto_rows =
-        s->kv_format == MLA_FMT_FP8_E4M3 && (spr == 0 || spr == 5) ? narrow_rows : MLA_NARROW_ROWS;
+    const int two_tiles = s->kv_format == MLA_FMT_FP8_DS_MLA ||
+                          (s->kv_format == MLA_FMT_FP8_E4M3 && (spr == 0 || spr == 5));
+    const int32_t auto_rows = two_tiles ? narrow_rows : MLA_NARROW_ROWS;
     if (!why && *choice == MLA_GPU_KERNEL_HOPPER_NARROW && rows > narrow_rows)
         why = s->kv_format == MLA_FMT_BF16 ? "more than 16 query rows per KV head"
                                            : "more than 32 query rows per KV head";
     if (!why && *choice == MLA_GPU_KERNEL_HOPPER_NARROW && !narrow->fn)
         why = "no narrow kernel for this format in the image";
-    /* The narrow E4M3 kernel copies a tile's rows in one piece, which
-     * needs them contiguous: one KV head. */
-    const int narrow_layout = s->kv_format != MLA_FMT_FP8_E4M3 || s->num_kv_heads == 1;
+    /* The narrow FP8 kernels copy a tile's rows in one piece, which needs
+     * them contiguous: one KV head. */
+    const int narrow_layout = s->kv_format == MLA_FMT_BF16 || s->num_kv_heads == 1;
     if (!why && *choice == MLA_GPU_KERNEL_HOPPER_NARROW && !narrow_layout)
-        why = "the narrow E4M3 kernel takes one KV head";
+        why = "the narrow FP8 kernels take one KV head";
     if (why && *choice != MLA_GPU_KERNEL_AUTO)
         return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
                              "mla_plan_create: MLA_KERNEL=%s, but the sm_90a kernel does not "

@@ -1351,12 +1351,14 @@ START_TEST(kernel_choice)
         {"MLA_KERNEL", "hopper-nonesuch", 16, M_BF16, 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
     };
     check_plan_env("kernel_choice", k, (int)(sizeof(k) / sizeof(k[0])), 1);
-    /* Two KV heads, 16 rows each: the narrow E4M3 kernel copies a tile's
-     * rows in one piece and takes one KV head only; DS_MLA's takes both. */
+    /* Two KV heads, 16 rows each: the narrow FP8 kernels copy a tile's
+     * rows in one piece and take one KV head only; BF16's takes both. */
     static const struct env_case k2[] = {
         {"MLA_KERNEL", "hopper-narrow", 32, M_E4M3, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
-        {"MLA_KERNEL", "hopper-narrow", 32, M_DSMLA, 2, 4096, MLA_STATUS_SUCCESS},
+        {"MLA_KERNEL", "hopper-narrow", 32, M_DSMLA, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {"MLA_KERNEL", "hopper-narrow", 32, M_BF16, 2, 4096, MLA_STATUS_SUCCESS},
         {"MLA_KERNEL", "hopper", 32, M_E4M3, 64, 4096, MLA_STATUS_SUCCESS},
+        {"MLA_KERNEL", "hopper", 32, M_DSMLA, 64, 4096, MLA_STATUS_SUCCESS},
     };
     check_plan_env("kernel_choice", k2, (int)(sizeof(k2) / sizeof(k2[0])), 2);
 }

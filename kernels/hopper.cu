@@ -36,8 +36,9 @@
  * 8192).  Wide DS_MLA: nope chunk c lands at 32768 + 4096 c (c < 8), the
  * RoPE (bf16) is written by TMA straight into chunk 8, the scales into the
  * stage's scale area.  Narrow FP8: the tile's 64 rows row-major, as
- * one bulk copy (one KV head): E4M3's 576 bytes a row, then the block
- * scales; DS_MLA's 656 (nope, scales at 512, RoPE at 528).
+ * bulk copies (one; one a row with more KV heads): E4M3's 576 bytes a
+ * row, then the block scales; DS_MLA's 656 (nope, scales at 512, RoPE at
+ * 528).
  *
  * Barriers (per stage s; arrivals per phase):
  *   loaded[s]    1: the loader's arrive.expect_tx; completes when every

@@ -51,8 +51,9 @@ constexpr uint32_t kNbMax = 1, kNbP = 2, kNbTail = 3, kNbCvt = 4, kNbSum = 5, kN
 /* The narrow FP8 layout: consumers convert in registers (hopper_narrow_fp8.cuh). */
 template <int FMT, bool NARROW>
 constexpr bool kFp8Direct = NARROW && FMT != MLA_FMT_BF16;
-/* A narrow FP8 tile is one bulk copy of its 64 rows, contiguous with a
- * single KV head, row-major in the stage (kFp8RowPitch bytes a row:
+/* A narrow FP8 tile lands row-major in the stage by bulk copies (one with
+ * a single KV head, whose rows are contiguous; else one per row),
+ * kFp8RowPitch bytes a row (
  * E4M3's 576, DS_MLA's 656 with the scales at 512 and the bf16 RoPE at
  * 528); the wide FP8 tiles land as 64-column boxes. */
 template <int FMT, bool NARROW>
@@ -108,8 +109,7 @@ template <int FMT, bool NARROW>
 MLA_DEV bool launch_matches(const mla_decode_params &p)
 {
     return p.kv_format == FMT && p.block_n == (int)kBN && p.num_stages == (int)kStages &&
-           p.page_size >= (int)kBN && p.block_m == (NARROW ? MLA_NARROW_ROWS : MLA_BLOCK_M) &&
-           (!kBulkTile<FMT, NARROW> || p.h_kv == 1);
+           p.page_size >= (int)kBN && p.block_m == (NARROW ? MLA_NARROW_ROWS : MLA_BLOCK_M);
 }
 
 /* The buffers of the layout (every field but the CtaWork ones). */

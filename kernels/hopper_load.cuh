@@ -16,10 +16,11 @@ namespace hopper {
 
 /*
  * Per tile: BF16 as one box of 64 rows per 64 columns, landing in a stage
- * in the wgmma layout (SWIZZLE_128B), in both layouts.  Narrow FP8 as one
- * bulk copy of its 64 contiguous rows to the start of the stage
- * (kBulkTile); wide FP8 as 64-byte-wide boxes to the upper half of the
- * stage (converted in place), chunk c at dst + 4096 c, DS_MLA's scales
+ * in the wgmma layout (SWIZZLE_128B), in both layouts.  Narrow FP8 as
+ * bulk copies of its 64 rows to the start of the stage, row-major
+ * (kBulkTile: one copy with one KV head, else one per row); wide FP8 as
+ * 64-byte-wide boxes to the upper half of the stage (converted in
+ * place), chunk c at dst + 4096 c, DS_MLA's scales
  * (16 bytes a row) to `scl` and its bf16 RoPE box to dst + 32768 (the
  * stage's chunk 8 itself).  E4M3 block scales by one bulk copy to `scl`.
  */
@@ -70,9 +71,15 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
                 tma_load_3d(c.stage(st.stage) + k * kChunk, map0, 64 * k, c.kh, row0, bar, pol);
         } else if (kBulk) {
             /* One KV head: the tile's rows are contiguous, one copy (the
-             * 64-byte-wide boxes moved E4M3 tiles 6 % slower). */
+             * 64-byte-wide boxes moved E4M3 tiles 6 % slower); else its
+             * rows are h_kv rows apart, one copy each. */
             constexpr uint32_t kRow = kFp8RowPitch<FMT>;
-            bulk_g2s(dst, (const uint8_t *)p.kv + (int64_t)row0 * kRow, kBN * kRow, bar, pol);
+            const uint8_t *src = (const uint8_t *)p.kv + ((int64_t)row0 * p.h_kv + c.kh) * kRow;
+            if (p.h_kv == 1)
+                bulk_g2s(dst, src, kBN * kRow, bar, pol);
+            else
+                for (uint32_t r = 0; r < kBN; r++)
+                    bulk_g2s(dst + r * kRow, src + (int64_t)r * p.h_kv * kRow, kRow, bar, pol);
         } else if (FMT == MLA_FMT_FP8_E4M3) {
 #pragma unroll
             for (int k = 0; k < 9; k++)

@@ -286,9 +286,9 @@ struct mla_hopper_params {
  * (one per 128-dim block of V, the block's scales folded in; at the end
  * the warpgroup's (max, sum) for the merge); mla_narrow8_stages(f, spr)
  * stages of mla_narrow8_stage_bytes(f, spr), 1024-byte aligned, each a
- * tile's 64 rows as one bulk copy (one KV head only): E4M3's rows of 576
- * bytes and its block scales (64 x spr fp32), or DS_MLA's rows of 656;
- * then the column exchange and the mbarriers.
+ * tile's 64 rows as bulk copies (one with one KV head, else one a row):
+ * E4M3's rows of 576 bytes and its block scales (64 x spr fp32), or
+ * DS_MLA's rows of 656; then the column exchange and the mbarriers.
  * E4M3 takes five stages where they fit in the 227 KB the launch asks for
  * (spr <= 9), else four; DS_MLA four.
  */

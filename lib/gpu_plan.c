@@ -204,11 +204,6 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
                                            : "more than 32 query rows per KV head";
     if (!why && *choice == MLA_GPU_KERNEL_HOPPER_NARROW && !narrow->fn)
         why = "no narrow kernel for this format in the image";
-    /* The narrow FP8 kernels copy a tile's rows in one piece, which needs
-     * them contiguous: one KV head. */
-    const int narrow_layout = s->kv_format == MLA_FMT_BF16 || s->num_kv_heads == 1;
-    if (!why && *choice == MLA_GPU_KERNEL_HOPPER_NARROW && !narrow_layout)
-        why = "the narrow FP8 kernels take one KV head";
     if (why && *choice != MLA_GPU_KERNEL_AUTO)
         return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
                              "mla_plan_create: MLA_KERNEL=%s, but the sm_90a kernel does not "
@@ -216,8 +211,8 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
                              getenv("MLA_KERNEL"), why);
     if (why)
         return MLA_STATUS_SUCCESS;
-    int take_narrow = narrow->fn && narrow_layout &&
-                      rows <= (*choice == MLA_GPU_KERNEL_HOPPER_NARROW ? narrow_rows : auto_rows);
+    int take_narrow =
+        narrow->fn && rows <= (*choice == MLA_GPU_KERNEL_HOPPER_NARROW ? narrow_rows : auto_rows);
     if (*choice == MLA_GPU_KERNEL_HOPPER_WIDE)
         take_narrow = 0;
     else if (*choice != MLA_GPU_KERNEL_HOPPER_NARROW && s->kv_format != MLA_FMT_BF16 &&

@@ -289,6 +289,8 @@ static void build_cases(void)
             c->kernel = "hopper-narrow";
             c = add_case(8, 1, 2, M_DSMLA, 128, 1, 7, lens_mix7);
             c->kernel = "hopper-narrow";
+            c = add_case(32, 2, 1, M_DSMLA, 64, 0, 7, lens_mix7);
+            c->kernel = "hopper-narrow";
             c = add_case(16, 1, 1, M_G128, 64, 0, 7, lens_mix7);
             c->kernel = "hopper-narrow";
             c = add_case(16, 1, 1, M_E4M3, 64, 0, 7, lens_mix7);
@@ -413,6 +415,15 @@ static void build_cases(void)
             c = add_case(16, 1, 1, m, 64 << (m % 2), 0, 64, lens);
             c->kernel = "hopper-narrow";
             c->sample = 3;
+        }
+        /* The narrow FP8 kernels with more KV heads: a tile's rows are
+         * h_kv rows apart, one copy each. */
+        static const int nk[][3] = {
+            {32, 2, M_DSMLA}, {32, 4, M_E4M3}, {64, 4, M_DSMLA}, {16, 2, M_E4M3}};
+        for (int i = 0; i < 4; i++) {
+            c = add_case(nk[i][0], nk[i][1], 1 + i % 2, nk[i][2], 64 << (i % 2), i % 2, 7,
+                         lens_mix7);
+            c->kernel = "hopper-narrow";
         }
         c = add_case(16, 1, 1, M_G32, 64, 0, 7, lens_mix7);
         c->kernel = "hopper";
@@ -1351,11 +1362,11 @@ START_TEST(kernel_choice)
         {"MLA_KERNEL", "hopper-nonesuch", 16, M_BF16, 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
     };
     check_plan_env("kernel_choice", k, (int)(sizeof(k) / sizeof(k[0])), 1);
-    /* Two KV heads, 16 rows each: the narrow FP8 kernels copy a tile's
-     * rows in one piece and take one KV head only; BF16's takes both. */
+    /* Two KV heads, 16 rows each: every narrow kernel takes them (FP8 with
+     * one copy per row). */
     static const struct env_case k2[] = {
-        {"MLA_KERNEL", "hopper-narrow", 32, M_E4M3, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
-        {"MLA_KERNEL", "hopper-narrow", 32, M_DSMLA, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {"MLA_KERNEL", "hopper-narrow", 32, M_E4M3, 2, 4096, MLA_STATUS_SUCCESS},
+        {"MLA_KERNEL", "hopper-narrow", 32, M_DSMLA, 2, 4096, MLA_STATUS_SUCCESS},
         {"MLA_KERNEL", "hopper-narrow", 32, M_BF16, 2, 4096, MLA_STATUS_SUCCESS},
         {"MLA_KERNEL", "hopper", 32, M_E4M3, 64, 4096, MLA_STATUS_SUCCESS},
         {"MLA_KERNEL", "hopper", 32, M_DSMLA, 64, 4096, MLA_STATUS_SUCCESS},

@@ -24,8 +24,9 @@
  *
  * Trace builds (-DMLA_TRACE, trace.cuh) split CTA (0, 0, 0)'s time into
  * phases: 0-4 narrow FP8 consumer warpgroup 0 (waiting for the tile, QK,
- * softmax, P tile, P V), 5-9 warpgroup 1; 10 the loader waiting for a
- * free stage, 11 the rest of its loop; 12 the converter waiting for a
+ * softmax, P tile, P V), 5-9 warpgroup 1 (wide BF16: the warpgroups'
+ * steps listed in hopper_seesaw.cuh); 10 the loader waiting for a free
+ * stage, 11 the rest of its loop; 12 the converter waiting for a
  * tile, 13 converting; 14 + wg a wide consumer warpgroup waiting for its
  * data.
  *

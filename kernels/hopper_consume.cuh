@@ -53,13 +53,14 @@ MLA_DEV bool wg_test(const Cta &c, uint32_t wg, uint32_t tid, uint32_t bar, uint
  * N-major from chunks 4 wg ..; one commit group. */
 MLA_DEV void pv_chunk8(float (&o)[32][4], uint32_t stg, uint32_t wg)
 {
+    const uint64_t pa = wg_desc(stg + 8u * kChunk, 16u, 1024u);
+    const uint64_t vb = wg_desc(stg + wg * 4u * kChunk, kChunk, 1024u);
     wg_fence();
 #pragma unroll
-    for (int ks = 0; ks < 4; ks++) {
-        const uint64_t da = wg_desc(stg + 8u * kChunk + 32u * ks, 16u, 1024u);
-        const uint32_t vb = stg + wg * 4u * kChunk + 2048u * ks;
-        wgmma_m64n128_ss_tb<0>(o, da, wg_desc(vb, kChunk, 1024u), 1u);
-        wgmma_m64n128_ss_tb<16>(o, da, wg_desc(vb + 2u * kChunk, kChunk, 1024u), 1u);
+    for (uint32_t ks = 0; ks < 4; ks++) {
+        const uint64_t da = wg_desc_add(pa, 32u * ks);
+        wgmma_m64n128_ss_tb<0>(o, da, wg_desc_add(vb, 2048u * ks), 1u);
+        wgmma_m64n128_ss_tb<16>(o, da, wg_desc_add(vb, 2u * kChunk + 2048u * ks), 1u);
     }
     wg_commit();
     wg_hold(o); /* o stays in these registers until the wait */

@@ -14,9 +14,9 @@
  *   WG 0: S_a = Q K_a^T; m_a = max(m, rowmax S_a); P_a; hand m_a, P_a to
  *         WG 1; O_L = O_L x + P_a V_a,L; free stage 0; take m_b from WG 1;
  *         O_L = O_L y + P_b V_b,L; free stage 1;
- *   WG 1: take m_a; O_R = O_R x + P_a V_a,R; free stage 0; S_b = Q K_b^T;
- *         m_b = max(m_a, rowmax S_b); P_b; hand m_b, P_b to WG 0; O_R =
- *         O_R y + P_b V_b,R; free stage 1
+ *   WG 1: take m_a; O_R = O_R x + P_a V_a,R; S_b = Q K_b^T (queued behind
+ *         it); free stage 0; m_b = max(m_a, rowmax S_b); P_b; hand m_b,
+ *         P_b to WG 0; O_R = O_R y + P_b V_b,R; free stage 1
  *
  * (x, y: the factors of the old maxima).  Stage 0 is freed as soon as
  * both P V of its tile retired, before the odd tile is needed, so the
@@ -44,16 +44,19 @@
 namespace mla {
 namespace hopper {
 
-/* S[64 x 64] = Q K^T over the 9 chunks of the tile at stg. */
+/* S[64 x 64] = Q K^T over the 9 chunks of the tile at stg (descriptors
+ * built once and advanced by one add). */
 MLA_DEV void qk_tile(float (&s)[8][4], uint32_t sq, uint32_t stg)
 {
+    const uint64_t qa = wg_desc(sq, 16u, 1024u), kb = wg_desc(stg, 16u, 1024u);
 #pragma unroll
-    for (int ch = 0; ch < 9; ch++)
+    for (uint32_t ch = 0; ch < 9; ch++)
 #pragma unroll
-        for (int ks = 0; ks < 4; ks++)
-            wgmma_m64n64_ss(s, wg_desc(sq + ch * kChunk + 32u * ks, 16u, 1024u),
-                            wg_desc(stg + ch * kChunk + 32u * ks, 16u, 1024u),
+        for (uint32_t ks = 0; ks < 4; ks++) {
+            const uint32_t off = ch * kChunk + 32u * ks;
+            wgmma_m64n64_ss(s, wg_desc_add(qa, off), wg_desc_add(kb, off),
                             (ch | ks) != 0 ? 1u : 0u);
+        }
 }
 
 struct SeesawConsumer {
@@ -82,9 +85,10 @@ struct SeesawConsumer {
         sm.init();
     }
 
-    /* S of tile t in stage st, once it has landed; retires every wgmma
-     * of this WG.  (Starting on each third of the tile as it lands,
-     * three barriers a stage, measured 3 % slower: bench/NOTES.md.) */
+    /* Queue S of tile t in stage st once it has landed, one commit group
+     * (scores_done waits for it).  (Starting on each third of the tile as
+     * it lands, three barriers a stage, measured 3 % slower:
+     * bench/NOTES.md.) */
     MLA_DEV void scores(int t, const PipeState &st)
     {
         const uint32_t stg = c.stage(st.stage);
@@ -99,8 +103,20 @@ struct SeesawConsumer {
         wg_fence();
         qk_tile(s, c.sq, stg);
         wg_commit();
+    }
+
+    MLA_DEV void scores_done()
+    {
         wg_wait<0>();
         wg_hold(s);
+    }
+
+    /* Once the P V queued before the scores retired: free its stage. */
+    MLA_DEV void retire_before_scores(const PipeState &st)
+    {
+        wg_wait<1>();
+        wg_hold(o);
+        c.pipe().consumer_release(st);
     }
 
     /* P of tile t in s and pf, the running maximum past it in sm.m, and
@@ -164,13 +180,12 @@ struct SeesawConsumer {
      * `stage`, P from pf; one commit group. */
     MLA_DEV void pv_own(uint32_t stage)
     {
-        const uint32_t stg = c.stage(stage);
+        const uint64_t vb = wg_desc(c.stage(stage) + wg * 4u * kChunk, kChunk, 1024u);
         wg_fence();
 #pragma unroll
-        for (int ks = 0; ks < 4; ks++) {
-            const uint32_t vb = stg + wg * 4u * kChunk + 2048u * ks;
-            wgmma_m64n128_rs_tb<0>(o, pf[ks], wg_desc(vb, kChunk, 1024u), 1u);
-            wgmma_m64n128_rs_tb<16>(o, pf[ks], wg_desc(vb + 2u * kChunk, kChunk, 1024u), 1u);
+        for (uint32_t ks = 0; ks < 4; ks++) {
+            wgmma_m64n128_rs_tb<0>(o, pf[ks], wg_desc_add(vb, 2048u * ks), 1u);
+            wgmma_m64n128_rs_tb<16>(o, pf[ks], wg_desc_add(vb, 2u * kChunk + 2048u * ks), 1u);
         }
         wg_commit();
         wg_hold(o);
@@ -179,7 +194,7 @@ struct SeesawConsumer {
     /* The same with the other WG's P from chunk 8 of the stage. */
     MLA_DEV void pv_shared(uint32_t stage) { pv_chunk8(o, c.stage(stage), wg); }
 
-    /* Wait for this WG's P V of stage st and free the stage. */
+    /* Wait for every wgmma of this WG and free stage st. */
     MLA_DEV void retire(const PipeState &st)
     {
         wg_wait<0>();
@@ -197,35 +212,57 @@ struct SeesawConsumer {
         sa.init();
         sb.init();
         sb.stage = 1;
+        /* Trace builds: phases 0-4 (WG 0: scores with their wait, softmax,
+         * own P V, waiting for m_b, shared P V) and 5-9 (WG 1: waiting for
+         * m_a, shared P V, scores, softmax and hand-over, own P V). */
+        /* WG 1 queues the odd tile's scores behind its P V of the even
+         * one before it waits for that P V, so that the tensor pipe does
+         * not drain between the two.  (WG 0 cannot do the same across
+         * pairs: wgmmas in flight over the loop's back edge make ptxas
+         * serialize every wgmma, C7518.) */
+        MLA_LAP_START(lap);
         for (int ta = c.t0; ta < c.t1; ta += 2) {
             const bool has_b = ta + 1 < c.t1;
             float f[2];
             if (wg == 0) {
                 scores(ta, sa);
+                scores_done();
+                MLA_LAP((tid & 127u) == 0, lap, 0u);
                 softmax(ta, f);
+                MLA_LAP((tid & 127u) == 0, lap, 1u);
                 hand_over(0, true, to1);
                 rescale(f); /* every wgmma of this WG has retired */
                 pv_own(0);
                 retire(sa);
+                MLA_LAP((tid & 127u) == 0, lap, 2u);
                 take_max(to0, sa.phase, f);
+                MLA_LAP((tid & 127u) == 0, lap, 3u);
                 rescale(f);
                 if (has_b) {
                     pv_shared(1);
                     retire(sb);
                 }
+                MLA_LAP((tid & 127u) == 0, lap, 4u);
             } else {
                 take_max(to1, sa.phase, f);
+                MLA_LAP((tid & 127u) == 0, lap, 5u);
                 rescale(f); /* every wgmma of this WG has retired */
                 pv_shared(0);
-                retire(sa);
+                MLA_LAP((tid & 127u) == 0, lap, 6u);
                 if (has_b) {
                     scores(ta + 1, sb);
+                    retire_before_scores(sa);
+                    scores_done();
+                    MLA_LAP((tid & 127u) == 0, lap, 7u);
                     softmax(ta + 1, f);
                     hand_over(1, true, to0);
+                    MLA_LAP((tid & 127u) == 0, lap, 8u);
                     rescale(f);
                     pv_own(1);
                     retire(sb);
+                    MLA_LAP((tid & 127u) == 0, lap, 9u);
                 } else {
+                    retire(sa);
                     hand_over(1, false, to0);
                 }
             }

@@ -60,17 +60,38 @@ struct OnlineSoftmax {
     MLA_DEV void tile_max(float (&s)[NT][4], float scale_log2, int key0, const int (&lim)[2],
                           float (&mx)[2]) const
     {
+        static_assert((NT & (NT - 1)) == 0, "a power of two: the maxima reduce as a tree");
         const float ninf = -__int_as_float(0x7f800000);
-        mx[0] = mx[1] = ninf;
+        /* Only a tile that reaches a row's limit needs the mask (most do
+         * not: 4 instructions a score instead of 1). */
+        if (key0 + 8 * (NT - 1) + 1 < min(lim[0], lim[1])) {
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
+            for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int r = e >> 1;
-                const int j = key0 + nt * 8 + (e & 1);
-                s[nt][e] = j < lim[r] ? s[nt][e] * scale_log2 : ninf;
-                mx[r] = fmaxf(mx[r], s[nt][e]);
-            }
+                for (int e = 0; e < 4; e++)
+                    s[nt][e] *= scale_log2;
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int j = key0 + nt * 8 + (e & 1);
+                    s[nt][e] = j < lim[e >> 1] ? s[nt][e] * scale_log2 : ninf;
+                }
+        }
+        /* A tree, not a chain of 2 NT dependent maxima per row. */
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float a[NT];
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                a[nt] = fmaxf(s[nt][2 * r], s[nt][2 * r + 1]);
+#pragma unroll
+            for (int w = NT / 2; w >= 1; w /= 2)
+#pragma unroll
+                for (int i = 0; i < w; i++)
+                    a[i] = fmaxf(a[i], a[i + w]);
+            mx[r] = a[0];
         }
 #pragma unroll
         for (int r = 0; r < 2; r++) {
@@ -84,7 +105,8 @@ struct OnlineSoftmax {
      * Step 2: given the tile's row maxima (over every column of the tile,
      * which may span several warps), turns the scores into probabilities
      * exp2(s - m_new) and returns the factors by which the accumulated O
-     * rows must be multiplied.  l only sums this thread's columns.
+     * rows must be multiplied.  l only sums this thread's columns (two
+     * partial sums a row, half the dependent adds).
      */
     template <int NT>
     MLA_DEV void tile_exp(float (&s)[NT][4], const float (&mx)[2], float (&alpha)[2])
@@ -93,18 +115,18 @@ struct OnlineSoftmax {
 #pragma unroll
         for (int r = 0; r < 2; r++)
             base[r] = new_max(m[r], mx[r], alpha[r]);
-        float sum[2] = {0.0f, 0.0f};
+        float sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int r = e >> 1;
                 s[nt][e] = ex2(s[nt][e] - base[r]); /* 0 for masked scores */
-                sum[r] += s[nt][e];
+                sum[r][nt & 1] += s[nt][e];
             }
         }
-        l[0] = l[0] * alpha[0] + sum[0];
-        l[1] = l[1] * alpha[1] + sum[1];
+        l[0] = l[0] * alpha[0] + (sum[0][0] + sum[0][1]);
+        l[1] = l[1] * alpha[1] + (sum[1][0] + sum[1][1]);
     }
 
     /* Both steps, for a tile whose columns this warp holds entirely. */

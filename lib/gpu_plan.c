@@ -192,7 +192,7 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
      * (two MTP tokens at 16 heads, or 32 heads).  By default a second tile
      * only where each tile costs less than half the wide kernel's time at
      * 32 rows: E4M3 without block scales or with 128-dim ones, and DS_MLA
-     * (H200, b132 s8192: /128 386 us narrow against 429 wide, none 341
+     * (H200, b132 s8192: /128 352 us narrow against 429 wide, none 341
      * against 427, DS_MLA 351 against 415); the 32/64-dim ones take
      * 1.3-1.7x the /128 time a tile (bench/NOTES.md). */
     const int32_t narrow_rows = s->kv_format == MLA_FMT_BF16 ? MLA_NARROW_ROWS : 2 * MLA_NARROW_ROWS;

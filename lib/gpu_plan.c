@@ -157,10 +157,10 @@ int mla__gpu_kernel_choice(void)
 
 /* Requests x KV heads from which the narrow FP8 kernel is taken by
  * default: it streams tiles faster than the wide one but a CTA with few
- * tiles finishes later (H200, h16 s4096 E4M3/g128: wide 1.15x faster at
- * 1-4 requests, even at 8, narrow 1.10x faster at 16 and 32 and 1.27x at
- * 64; bench/NOTES.md). */
-#define MLA_NARROW8_MIN_SEQS 16
+ * tiles finishes later (H200, h16 s4096, E4M3 /128 and DS_MLA: wide 1.10x
+ * faster at 1 request and 1.03x at 4, narrow 1.04x faster at 8, 1.2x at
+ * 12 and 16; bench/NOTES.md). */
+#define MLA_NARROW8_MIN_SEQS 8
 
 /*
  * The sm_90a kernel for this shape, if any: the narrow one when the packed

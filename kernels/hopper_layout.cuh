@@ -53,9 +53,9 @@ template <int FMT, bool NARROW>
 constexpr bool kFp8Direct = NARROW && FMT != MLA_FMT_BF16;
 /* A narrow FP8 tile lands row-major in the stage by bulk copies (one with
  * a single KV head, whose rows are contiguous; else one per row),
- * kFp8RowPitch bytes a row (
- * E4M3's 576, DS_MLA's 656 with the scales at 512 and the bf16 RoPE at
- * 528); the wide FP8 tiles land as 64-column boxes. */
+ * kFp8RowPitch bytes a row (E4M3's 576, DS_MLA's 656 with the scales at
+ * 512 and the bf16 RoPE at 528; mla_row_bytes); the wide FP8 tiles land
+ * as 64-column boxes. */
 template <int FMT, bool NARROW>
 constexpr bool kBulkTile = kFp8Direct<FMT, NARROW>;
 template <int FMT>

@@ -31,22 +31,24 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     const void *map0 = &hp.kv_map[0], *map1 = &hp.kv_map[1], *map2 = &hp.kv_map[2];
     /* Narrow FP8 copies its tiles without a tensor map. */
     constexpr bool kBulk = kBulkTile<FMT, NARROW>;
-    if (!kBulk)
+    if (!kBulk) {
         prefetch_tensormap(map0);
-    if (FMT == MLA_FMT_FP8_DS_MLA && !kBulk) {
-        prefetch_tensormap(map1);
-        prefetch_tensormap(map2);
+        if (FMT == MLA_FMT_FP8_DS_MLA) {
+            prefetch_tensormap(map1);
+            prefetch_tensormap(map2);
+        }
     }
     /* KV read by one CTA only: let it leave L2 first. */
     const uint64_t pol = p.m_blocks == 1 ? policy_evict_first() : policy_evict_normal();
     const int32_t *bt = (const int32_t *)p.block_table + (int64_t)c.b * p.max_pages_per_seq;
     const int spr = FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0;
     const uint32_t sbytes = kBN * 4u * (uint32_t)spr;
-    const uint32_t bytes = FMT == MLA_FMT_BF16       ? kTile
-                           : FMT == MLA_FMT_FP8_E4M3 ? kTile / 2 + sbytes
-                                                     : kBN * kFp8RowPitch<FMT>;
-    static_assert(8u * 4096u + kBN * 16u + kChunk == kBN * kFp8RowPitch<MLA_FMT_FP8_DS_MLA>,
-                  "a DS_MLA tile's boxes are its rows' bytes");
+    /* An FP8 tile is its rows' bytes however it lands (DS_MLA's boxes:
+     * nope, scales, RoPE), plus E4M3's block scales. */
+    const uint32_t bytes = FMT == MLA_FMT_BF16 ? kTile : kBN * kFp8RowPitch<FMT> + sbytes;
+    static_assert(8u * 4096u + kBN * 16u + kChunk == kBN * kFp8RowPitch<MLA_FMT_FP8_DS_MLA> &&
+                      kTile / 2 == kBN * kFp8RowPitch<MLA_FMT_FP8_E4M3>,
+                  "an FP8 tile's boxes are its rows' bytes");
     const int pshift = p.page_shift, pmask = p.page_size - 1;
     const Pipe pipe = c.pipe();
     PipeState st;
@@ -88,8 +90,8 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
 #pragma unroll
             for (int k = 0; k < 8; k++)
                 tma_load_3d(dst + 4096u * k, map0, 64 * k, c.kh, row0, bar, pol);
-            tma_load_3d(scl, map1, 512, c.kh, row0, bar, pol);
-            tma_load_3d(dst + 8u * 4096u, map2, 528, c.kh, row0, bar, pol);
+            tma_load_3d(scl, map1, kDsScaleOffset, c.kh, row0, bar, pol);
+            tma_load_3d(dst + 8u * 4096u, map2, kDsRopeOffset, c.kh, row0, bar, pol);
         }
         if (spr > 0) /* h_kv == 1: the tile's scales are contiguous */
             bulk_g2s(scl, (const float *)p.scales + (int64_t)row0 * spr, sbytes, bar, pol);

@@ -165,10 +165,10 @@ int mla__gpu_kernel_choice(void)
 /*
  * The sm_90a kernel for this shape, if any: the narrow one when the packed
  * rows per KV head (q_len x heads per KV head) fit its M tiles of 16 rows
- * (one; E4M3 without block scales or with 128-dim ones two), the image
- * has it for this format and (FP8) the batch has at least
- * MLA_NARROW8_MIN_SEQS sequences of KV heads, else the wide one.  Sets
- * *choice to the MLA_KERNEL reading.
+ * (one; two for DS_MLA, and for E4M3 without block scales or with 128-dim
+ * ones), the image has it for this format and (FP8) the batch has at
+ * least MLA_NARROW8_MIN_SEQS sequences of KV heads, else the wide one.
+ * Sets *choice to the MLA_KERNEL reading.
  */
 static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s, int32_t spr,
                                   int32_t batch, int *choice, const struct mla_gpu_kernel **out,

@@ -124,7 +124,7 @@ struct SeesawConsumer {
     MLA_DEV void softmax(int t, float (&alpha)[2])
     {
         float mx[2];
-        sm.tile_max<8>(s, p.score_scale_log2, t * (int)kBN + 2 * (int)tq, lim, mx);
+        sm.tile_max<8, true>(s, p.score_scale_log2, t * (int)kBN + 2 * (int)tq, lim, mx);
         sm.tile_exp<8>(s, mx, alpha);
 #pragma unroll
         for (int ks = 0; ks < 4; ks++) {

@@ -131,7 +131,7 @@ struct WideConsumer {
                     s[i][e] = fmaf(sr[i][e], rope_factor, s[i][e]);
         }
         float mx[2];
-        sm.tile_max<4>(s, p.score_scale_log2, t * (int)kBN + 32 * (int)wg + 2 * (int)tq, lim, mx);
+        sm.tile_max<4, true>(s, p.score_scale_log2, t * (int)kBN + 32 * (int)wg + 2 * (int)tq, lim, mx);
         if (tq == 0) {
             sts32(mine, __float_as_uint(mx[0]));
             sts32(mine + 32u, __float_as_uint(mx[1]));

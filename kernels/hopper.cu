@@ -93,11 +93,13 @@ struct Regs {
     static_assert(2 * kConsumer + kCvt + kLoad == 512, "register budget");
 };
 
-template <int FMT, bool NARROW>
+template <int FMT, bool NARROW, bool PAIR>
 MLA_DEV void init_barriers(const Cta &c)
 {
-    /* Narrow FP8: one warpgroup consumes each tile. */
-    const uint32_t consumers = kFp8Direct<FMT, NARROW> ? 128u : 256u;
+    /* Narrow FP8: one warpgroup consumes each tile; pairs: and one
+     * arrival from each of the other CTA's 8 consumer warps (the other
+     * CTA's converter writes into this stage too: hopper_load.cuh). */
+    const uint32_t consumers = kFp8Direct<FMT, NARROW> ? 128u : PAIR ? 256u + 8u : 256u;
     for (uint32_t s = 0; s < kNumStages<FMT, NARROW>; s++) {
         mbar_init(c.bars + kBarLoaded + 8u * s, 1);
         mbar_init(c.bars + kBarFree + 8u * s, consumers);
@@ -118,7 +120,7 @@ MLA_DEV void init_barriers(const Cta &c)
     fence_mbar_init();
 }
 
-template <int FMT, bool NARROW>
+template <int FMT, bool NARROW, bool PAIR = false>
 MLA_DEV void decode(const mla_hopper_params &hp)
 {
     using R = Regs;
@@ -131,16 +133,21 @@ MLA_DEV void decode(const mla_hopper_params &hp)
     if (threadIdx.x == 0)
         MLA_STAMP(1);
     Cta c0;
-    if (p.self_schedule && launch_matches<FMT, NARROW>(p)) {
-        layout<FMT, NARROW>(p, c0);
+    if (p.self_schedule && launch_matches<FMT, NARROW, PAIR>(p)) {
+        layout<FMT, NARROW, PAIR>(p, c0);
         self_schedule(p, kBN, c0.sched());
     }
-    if (!setup<FMT, NARROW>(p, c0))
+    /* Both CTAs of a pair take the same branch: they differ only in the
+     * M tile, and so share the request, split and tiles. */
+    if (!setup<FMT, NARROW, PAIR>(p, c0))
         return;
     if (threadIdx.x == 0)
-        init_barriers<FMT, NARROW>(c0);
+        init_barriers<FMT, NARROW, PAIR>(c0);
     MLA_TRACE_ZERO(threadIdx.x);
-    __syncthreads();
+    if (PAIR)
+        cluster_sync(); /* the other CTA's barriers are initialized */
+    else
+        __syncthreads();
     if (threadIdx.x == 0)
         MLA_STAMP(2);
 
@@ -150,7 +157,7 @@ MLA_DEV void decode(const mla_hopper_params &hp)
     Cta c;
     if (warp < 8) {
         setmaxnreg_inc<R::kConsumer>();
-        setup<FMT, NARROW>(p, c);
+        setup<FMT, NARROW, PAIR>(p, c);
         if constexpr (kFp8Direct<FMT, NARROW>) {
             NarrowFp8Consumer<FMT> cons(p, c, warp >> 2, warp & 3u, lane);
             cons.run();
@@ -166,15 +173,17 @@ MLA_DEV void decode(const mla_hopper_params &hp)
         }
     } else if (warp < 12) {
         setmaxnreg_dec<R::kCvt>();
-        setup<FMT, NARROW>(p, c);
+        setup<FMT, NARROW, PAIR>(p, c);
         convert_role<FMT, NARROW>(p, c, threadIdx.x - 256u);
     } else {
         setmaxnreg_dec<R::kLoad>();
         if (warp == 12 && elect_one()) {
-            setup<FMT, NARROW>(p, c);
+            setup<FMT, NARROW, PAIR>(p, c);
             load_role<FMT, NARROW>(hp, c);
         }
     }
+    if (PAIR) /* the other CTA may still arrive here or read from here */
+        cluster_sync();
 #ifdef MLA_TRACE
     __syncthreads();
     MLA_TRACE_DUMP(NARROW ? 2 : 1);
@@ -183,16 +192,24 @@ MLA_DEV void decode(const mla_hopper_params &hp)
 
 } /* namespace hopper */
 } /* namespace mla */
-#define MLA_HOPPER_BODY(fmt, narrow) mla::hopper::decode<fmt, narrow>(hp)
+#define MLA_HOPPER_BODY(fmt, narrow, pair) mla::hopper::decode<fmt, narrow, pair>(hp)
 #else
-#define MLA_HOPPER_BODY(fmt, narrow) (void)hp
+#define MLA_HOPPER_BODY(fmt, narrow, pair) (void)hp
 #endif
 
 #define MLA_HOPPER_KERNEL(name, fmt, narrow)                                                    \
     extern "C" __global__ void __launch_bounds__(MLA_DECODE_THREADS, 1)                         \
         name(const __grid_constant__ mla_hopper_params hp)                                      \
     {                                                                                           \
-        MLA_HOPPER_BODY(fmt, narrow);                                                           \
+        MLA_HOPPER_BODY(fmt, narrow, false);                                                    \
+    }
+
+/* The 2-CTA pairs: clusters of the M tiles 2k, 2k + 1. */
+#define MLA_HOPPER_PAIR_KERNEL(name, fmt)                                                       \
+    extern "C" __global__ void __cluster_dims__(2, 1, 1)                                        \
+        __launch_bounds__(MLA_DECODE_THREADS, 1) name(const __grid_constant__ mla_hopper_params hp) \
+    {                                                                                           \
+        MLA_HOPPER_BODY(fmt, false, true);                                                      \
     }
 
 MLA_HOPPER_KERNEL(mla_hopper_decode_bf16, MLA_FMT_BF16, false)
@@ -201,3 +218,5 @@ MLA_HOPPER_KERNEL(mla_hopper_decode_dsmla, MLA_FMT_FP8_DS_MLA, false)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_bf16, MLA_FMT_BF16, true)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_e4m3, MLA_FMT_FP8_E4M3, true)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_dsmla, MLA_FMT_FP8_DS_MLA, true)
+MLA_HOPPER_PAIR_KERNEL(mla_hopper_pair_e4m3, MLA_FMT_FP8_E4M3)
+MLA_HOPPER_PAIR_KERNEL(mla_hopper_pair_dsmla, MLA_FMT_FP8_DS_MLA)

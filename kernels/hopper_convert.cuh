@@ -131,6 +131,127 @@ MLA_DEV void convert_in_place(const Cta &c, uint32_t stage, uint32_t nvalid, uin
     release_to_mma(converted_bar(c.bars, stage, 2));
 }
 
+/*
+ * The 2-CTA pair kernels: this CTA's rows 32 rank .. + 31 of one FP8 tile
+ * to BF16, from the pieces pair_piece() places (hopper_layout.cuh), into
+ * this CTA's halves of the chunks and, by bulk copies, the other CTA's.
+ * Thread tid takes 16 bytes (columns 16 qd ..) of row 32 rank + tid / 4
+ * of each piece; warp w's 8 rows of a chunk are 1024 contiguous bytes,
+ * which its lane 0 sends once the warp has written them.
+ */
+template <int FMT>
+struct PairConverter {
+    uint32_t stg, scl, row, nvalid, qd, sw0, sw1, rank, peer_stg;
+    int gshift, spr;
+
+    MLA_DEV PairConverter(const Cta &c, uint32_t stage, uint32_t nvalid_, uint32_t tid,
+                          int gshift_, int spr_)
+        : stg(c.stage(stage)), scl(c.scales(stage)), row(32u * c.rank + (tid >> 2)),
+          nvalid(nvalid_), qd(tid & 3u), rank(c.rank), gshift(gshift_), spr(spr_)
+    {
+        sw0 = ((2u * qd) ^ (row & 7u)) << 4;
+        sw1 = ((2u * qd + 1u) ^ (row & 7u)) << 4;
+        peer_stg = peer_addr(stg, rank ^ 1u);
+    }
+
+    MLA_DEV CvtUnit load(uint32_t ch) const
+    {
+        CvtUnit u;
+        u.a = lds128(pair_piece<FMT>(stg, rank, ch) + 16u * (4u * (row & 31u) + qd));
+        u.b = u.a;
+        u.sa = u.sb = 1.0f;
+        if (FMT == MLA_FMT_FP8_DS_MLA)
+            u.sa = lds_f32(scl + row * 16u + 4u * (ch >> 1));
+        else if (gshift)
+            u.sa = lds_f32(scl + 4u * (row * spr + ((64u * ch + 16u * qd) >> gshift)));
+        return u;
+    }
+
+    MLA_DEV void store(uint32_t ch, const CvtUnit &u) const
+    {
+        uint4 a0 = make_uint4(0u, 0u, 0u, 0u), a1 = a0;
+        if (row < nvalid) {
+            a0 = e4m3x8_to_bf16x8(make_uint2(u.a.x, u.a.y), u.sa);
+            a1 = e4m3x8_to_bf16x8(make_uint2(u.a.z, u.a.w), u.sa);
+        }
+        const uint32_t d = stg + kChunk * ch + row * 128u;
+        sts128(d + sw0, a0.x, a0.y, a0.z, a0.w);
+        sts128(d + sw1, a1.x, a1.y, a1.z, a1.w);
+    }
+
+    /* Chunks [c0, c1) of this CTA's half are written: release them to the
+     * local consumers (group grp's barrier, which also waits for the
+     * other CTA's half: 4096 bytes a chunk) and send this warp's rows of
+     * them to the other CTA, completing on its barrier of the group. */
+    MLA_DEV void publish(const Cta &c, uint32_t stage, uint32_t c0, uint32_t c1, int grp,
+                         uint32_t tid) const
+    {
+        const uint32_t bar = converted_bar(c.bars, stage, grp);
+        fence_proxy_async();
+        if (tid == 0)
+            mbar_arrive_expect_tx(bar, 4096u * (c1 - c0));
+        else
+            mbar_arrive(bar);
+        __syncwarp();
+        if ((tid & 31u) == 0) {
+            const uint32_t peer_bar = peer_addr(bar, rank ^ 1u);
+            const uint32_t off = (32u * rank + 8u * (tid >> 5)) * 128u;
+            for (uint32_t ch = c0; ch < c1; ch++)
+                bulk_s2peer(peer_stg + kChunk * ch + off, stg + kChunk * ch + off, 1024u,
+                            peer_bar);
+        }
+    }
+};
+
+/*
+ * One tile, in steps that read every piece before its place is written
+ * (named barrier kNbCvt between): E4M3 pieces 0-3 (halves 5-6) give
+ * chunks 0-3, which overwrite none; pieces 4, 5 and 8 are read, then
+ * chunks 4 and 5 overwrite halves 4 and 5; pieces 6 and 7 are read, chunks
+ * 6 and 7 overwrite halves 6 and 7 (pieces 2-5, read before the first
+ * barrier), and after a second barrier chunk 8 overwrites half 8 (pieces
+ * 6, 7).  DS_MLA: pieces 0-3 (halves 4-5) give chunks 0-3; pieces 4, 5
+ * (half 6) are read, chunks 4, 5 overwrite halves 4, 5; pieces 6, 7
+ * (half 7) are read, chunk 6 overwrites half 6 and after a second barrier
+ * chunk 7 half 7.  Chunk groups {0-2}, {3-5}, {6-8 / 6-7} are released as
+ * in convert_in_place.
+ */
+template <int FMT>
+MLA_DEV void convert_pair(const Cta &c, const PipeState &st, uint32_t nvalid, uint32_t tid,
+                          int gshift, int spr)
+{
+    const uint32_t stage = st.stage;
+    const PairConverter<FMT> cv(c, stage, nvalid, tid, gshift, spr);
+    {
+        const CvtUnit u0 = cv.load(0), u1 = cv.load(1), u2 = cv.load(2), u3 = cv.load(3);
+        cv.store(0, u0);
+        cv.store(1, u1);
+        cv.store(2, u2);
+        cv.publish(c, stage, 0, 3, 0, tid);
+        cv.store(3, u3);
+    }
+    const CvtUnit u4 = cv.load(4), u5 = cv.load(5);
+    CvtUnit u8 = u4;
+    if (FMT == MLA_FMT_FP8_E4M3)
+        u8 = cv.load(8);
+    bar_sync(kNbCvt, 128);
+    cv.store(4, u4);
+    cv.store(5, u5);
+    cv.publish(c, stage, 3, 6, 1, tid);
+    const CvtUnit u6 = cv.load(6), u7 = cv.load(7);
+    cv.store(6, u6);
+    if (FMT == MLA_FMT_FP8_E4M3) {
+        cv.store(7, u7);
+        bar_sync(kNbCvt, 128);
+        cv.store(8, u8);
+        cv.publish(c, stage, 6, 9, 2, tid);
+    } else {
+        bar_sync(kNbCvt, 128);
+        cv.store(7, u7);
+        cv.publish(c, stage, 6, 8, 2, tid);
+    }
+}
+
 template <int FMT, bool NARROW>
 MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid)
 {
@@ -166,7 +287,10 @@ MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid
         const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
         pipe.consumer_wait(st);
         MLA_LAP(tid == 0, lap, 12u);
-        convert_in_place<FMT>(c, st.stage, nvalid, tid, gshift, p.scales_per_row);
+        if (c.pair)
+            convert_pair<FMT>(c, st, nvalid, tid, gshift, p.scales_per_row);
+        else
+            convert_in_place<FMT>(c, st.stage, nvalid, tid, gshift, p.scales_per_row);
         MLA_LAP(tid == 0, lap, 13u);
         st.advance(kStages);
     }

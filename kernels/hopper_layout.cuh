@@ -96,6 +96,8 @@ struct Cta : CtaWork {
     uint32_t xchg;    /* consumers' exchange area (not narrow FP8) */
     uint32_t cmax;    /* narrow: column exchange */
     uint32_t bars;
+    uint32_t pair;    /* 1 in a 2-CTA pair kernel (hopper.cu), else 0 */
+    uint32_t rank;    /* pair: this CTA's rank, the half of each tile it converts */
     MLA_DEV uint32_t stage(uint32_t s) const { return skv + s * sstride; }
     MLA_DEV uint32_t scales(uint32_t s) const { return sscl + s * scl_stride; }
     /* loaded (full) and free (empty) barriers of the stage ring */
@@ -103,21 +105,47 @@ struct Cta : CtaWork {
     MLA_DEV uint32_t sched() const { return bars + kSched; }
 };
 
+/*
+ * The 2-CTA pair kernels: each CTA loads FP8 rows 32 rank .. 32 rank + 31
+ * of every tile (32-row boxes, 2048 bytes per 64 columns: "pieces") and
+ * converts them into its half of each BF16 chunk, the 4096 bytes at
+ * stage + 8192 c + 4096 rank, and sends that half to the other CTA by a
+ * bulk copy; the other half arrives from there.  So the pieces must lie
+ * in this CTA's own halves, where the other CTA never writes, and where
+ * the conversion overwrites them only after they are read: piece p at
+ * the upper 2048 bytes of half 4 (E4M3's p = 8) or in half 5 + p / 2
+ * (E4M3) or 4 + p / 2 (DS_MLA), so chunks 0-3 convert freely
+ * (hopper_convert.cuh, convert_pair).
+ */
+template <int FMT>
+MLA_DEV uint32_t pair_piece(uint32_t stg, uint32_t rank, uint32_t p)
+{
+    const uint32_t half = stg + 4096u * rank;
+    if (FMT == MLA_FMT_FP8_E4M3 && p == 8)
+        return half + 4u * kChunk + 2048u;
+    const uint32_t first = FMT == MLA_FMT_FP8_E4M3 ? 5u : 4u;
+    return half + (first + (p >> 1)) * kChunk + 2048u * (p & 1u);
+}
+
 /* Whether this launch matches the instantiation (else it does nothing
  * rather than hang or overrun shared memory). */
-template <int FMT, bool NARROW>
+template <int FMT, bool NARROW, bool PAIR = false>
 MLA_DEV bool launch_matches(const mla_decode_params &p)
 {
+    if (PAIR && ((p.m_blocks & 1) || p.heads_per_kv % (2 * MLA_BLOCK_M) != 0))
+        return false;
     return p.kv_format == FMT && p.block_n == (int)kBN && p.num_stages == (int)kStages &&
            p.page_size >= (int)kBN && p.block_m == (NARROW ? MLA_NARROW_ROWS : MLA_BLOCK_M);
 }
 
 /* The buffers of the layout (every field but the CtaWork ones). */
-template <int FMT, bool NARROW>
+template <int FMT, bool NARROW, bool PAIR = false>
 MLA_DEV void layout(const mla_decode_params &p, Cta &c)
 {
     extern __shared__ __align__(1024) uint8_t smem[];
     const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;
+    c.pair = PAIR ? 1u : 0u;
+    c.rank = PAIR ? cluster_rank() : 0u;
     c.sq = base;
     c.sstride = kTile;
     c.scl_stride = MLA_HOPPER_SCALE_BYTES;
@@ -153,12 +181,12 @@ MLA_DEV void layout(const mla_decode_params &p, Cta &c)
 
 /* The work of this CTA and its buffers; false if it has nothing to do
  * (uniform over the CTA).  NARROW picks the layout. */
-template <int FMT, bool NARROW>
+template <int FMT, bool NARROW, bool PAIR = false>
 MLA_DEV bool setup(const mla_decode_params &p, Cta &c)
 {
-    if (!launch_matches<FMT, NARROW>(p))
+    if (!launch_matches<FMT, NARROW, PAIR>(p))
         return false;
-    layout<FMT, NARROW>(p, c);
+    layout<FMT, NARROW, PAIR>(p, c);
     return cta_work(p, kBN, c.sched(), c);
 }
 

@@ -32,7 +32,7 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     /* Narrow FP8 copies its tiles without a tensor map. */
     constexpr bool kBulk = kBulkTile<FMT, NARROW>;
     if (!kBulk) {
-        prefetch_tensormap(map0);
+        prefetch_tensormap(c.pair ? (const void *)&hp.kv_map[3] : map0);
         if (FMT == MLA_FMT_FP8_DS_MLA) {
             prefetch_tensormap(map1);
             prefetch_tensormap(map2);
@@ -45,7 +45,11 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     const uint32_t sbytes = kBN * 4u * (uint32_t)spr;
     /* An FP8 tile is its rows' bytes however it lands (DS_MLA's boxes:
      * nope, scales, RoPE), plus E4M3's block scales. */
-    const uint32_t bytes = FMT == MLA_FMT_BF16 ? kTile : kBN * kFp8RowPitch<FMT> + sbytes;
+    uint32_t bytes = FMT == MLA_FMT_BF16 ? kTile : kBN * kFp8RowPitch<FMT> + sbytes;
+    /* A pair CTA loads half the nope / E4M3 rows (hopper_layout.cuh). */
+    constexpr uint32_t kPieces = FMT == MLA_FMT_FP8_E4M3 ? 9u : 8u;
+    if (FMT != MLA_FMT_BF16 && c.pair)
+        bytes -= kPieces * 2048u;
     static_assert(8u * 4096u + kBN * 16u + kChunk == kBN * kFp8RowPitch<MLA_FMT_FP8_DS_MLA> &&
                       kTile / 2 == kBN * kFp8RowPitch<MLA_FMT_FP8_E4M3>,
                   "an FP8 tile's boxes are its rows' bytes");
@@ -59,7 +63,13 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
         const int row0 = (page << pshift) + ((t * (int)kBN) & pmask);
         const int next = t + 1 < c.t1 ? bt[((t + 1) * (int)kBN) >> pshift] : 0;
         MLA_LAP(true, lap, 11u);
-        pipe.producer_acquire(st);
+        /* Pairs: free once both CTAs' consumers are done with it, as each
+         * CTA's converter writes into both (waiting here rather than in
+         * the converter measured 2 % faster: bench/NOTES.md). */
+        if (c.pair)
+            mbar_wait_cluster(pipe.empty_bar(st), st.phase ^ 1u);
+        else
+            pipe.producer_acquire(st);
         MLA_LAP(true, lap, 10u);
         const uint32_t bar = pipe.full_bar(st);
         const uint32_t dst = c.stage(st.stage) + (kBulk                     ? 0u
@@ -82,6 +92,26 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
             else
                 for (uint32_t r = 0; r < kBN; r++)
                     bulk_g2s(dst + r * kRow, src + (int64_t)r * p.h_kv * kRow, kRow, bar, pol);
+        } else if (c.pair) {
+            const void *map3 = &hp.kv_map[3];
+            const uint32_t stg = c.stage(st.stage);
+#pragma unroll
+            for (uint32_t k = 0; k < kPieces; k++)
+                tma_load_3d(pair_piece<FMT>(stg, c.rank, k), map3, 64 * (int)k, c.kh,
+                            row0 + 32 * (int)c.rank, bar, pol);
+            if (FMT == MLA_FMT_FP8_DS_MLA) {
+                tma_load_3d(scl, map1, kDsScaleOffset, c.kh, row0, bar, pol);
+                tma_load_3d(stg + 8u * kChunk, map2, kDsRopeOffset, c.kh, row0, bar, pol);
+            }
+            /* With each tile converted in half the time, the load's
+             * latency is on the critical path (two stages): this CTA's
+             * rows of the next tile go to L2 now (one KV head: contiguous;
+             * two tiles ahead measured the same). */
+            if (t + 1 < c.t1 && p.h_kv == 1) {
+                const int prow = (next << pshift) + (((t + 1) * (int)kBN) & pmask) + 32 * (int)c.rank;
+                prefetch_l2((const uint8_t *)p.kv + (int64_t)prow * kFp8RowPitch<FMT>,
+                            32u * kFp8RowPitch<FMT>);
+            }
         } else if (FMT == MLA_FMT_FP8_E4M3) {
 #pragma unroll
             for (int k = 0; k < 9; k++)

@@ -163,9 +163,17 @@ struct WideConsumer {
     /* Queue O[:, 256 wg ..] += P V for the tile in stage st; one commit group. */
     MLA_DEV void pv(const PipeState &st) { pv_chunk8(o, c.stage(st.stage), wg); }
 
+    /* Pair kernels: the other CTA's converter sends its half of the
+     * next tile into this stage, so each warp frees it there too (one
+     * arrival a warp, after the warp's P V). */
     MLA_DEV void release(const PipeState &st) const
     {
         c.pipe().consumer_release(st);
+        if (c.pair) {
+            __syncwarp();
+            if ((tid & 31u) == 0)
+                mbar_arrive_peer(peer_addr(c.pipe().empty_bar(st), c.rank ^ 1u));
+        }
     }
 
     MLA_DEV void wait_o()

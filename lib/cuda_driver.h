@@ -45,6 +45,7 @@
     X(cuFuncGetAttribute, 2020)                                                   \
     X(cuFuncSetAttribute, 9000)                                                   \
     X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050)                          \
+    X(cuOccupancyMaxActiveClusters, 11070)                                        \
     X(cuLaunchKernelEx, 11060)                                                    \
     X(cuMemsetD32Async, 3020)                                                     \
     X(cuMemcpyDtoH, 3020)                                                         \

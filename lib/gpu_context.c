@@ -271,10 +271,14 @@ static mla_status_t load_kernels(mla_context_t *ctx)
 
     /* The wgmma kernels exist for sm_90a only (other images are empty). */
     if (g->cc_major == 9 && g->cc_minor == 0) {
-        static const char *const family[2] = {"decode", "narrow"};
-        for (int n = 0; n < 2; n++)
+        static const char *const family[3] = {"decode", "narrow", "pair"};
+        for (int n = 0; n < 3; n++)
             for (int f = 0; f < MLA_GPU_NUM_FORMATS; f++) {
-                struct mla_gpu_kernel *k = n ? &g->hopper_narrow[f] : &g->hopper[f];
+                struct mla_gpu_kernel *k = n == 2   ? &g->hopper_pair[f]
+                                           : n == 1 ? &g->hopper_narrow[f]
+                                                    : &g->hopper[f];
+                if (n == 2 && f == MLA_FMT_BF16)
+                    continue; /* no BF16 pair (a failed lookup is an API error) */
                 char kname[64];
                 snprintf(kname, sizeof(kname), "mla_hopper_%s_%s", family[n], fmt_names[f]);
                 if ((st = get_kernel(ctx, kname, 1, k)) ||
@@ -284,7 +288,7 @@ static mla_status_t load_kernels(mla_context_t *ctx)
                     continue;
                 if ((st = raise_smem(ctx, k, kname)) != MLA_STATUS_SUCCESS)
                     return st;
-                const uint32_t need = n ? mla_narrow_smem_bytes(f) : MLA_HOPPER_SMEM_BYTES;
+                const uint32_t need = n == 1 ? mla_narrow_smem_bytes(f) : MLA_HOPPER_SMEM_BYTES;
                 if (k->max_dyn_smem < (int)need)
                     k->fn = NULL; /* cannot be resident: another kernel serves */
             }

@@ -65,7 +65,7 @@ _Static_assert(sizeof(CUtensorMap) == sizeof(struct mla_tensor_map),
  * device call, about a microsecond per map).
  */
 static int hopper_maps(const struct mla_cuda_api *cu, const struct mla_decode_params *p,
-                       struct mla_hopper_params *hp, CUresult *err)
+                       int pair, struct mla_hopper_params *hp, CUresult *err)
 {
     const uint64_t rows = (uint64_t)p->num_pages * (uint64_t)p->page_size;
     if (p->num_pages <= 0 || rows > 0x7fffffffu || (p->kv & 15u))
@@ -78,18 +78,20 @@ static int hopper_maps(const struct mla_cuda_api *cu, const struct mla_decode_pa
     const cuuint64_t strides[2] = {rb, rb * (uint64_t)p->h_kv};
     const cuuint32_t estr[3] = {1, 1, 1};
     /* Box widths in elements, swizzle: see kernels/mla_params.h. */
-    cuuint32_t box0[3] = {64, 0, 0};
-    CUtensorMapSwizzle sw[3] = {bf16 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
-                                CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_128B};
-    int n = 1;
+    cuuint32_t box0[4] = {64, 0, 0, 64};
+    const CUtensorMapSwizzle sw[4] = {
+        bf16 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_SWIZZLE_NONE};
     if (p->kv_format == MLA_FMT_FP8_DS_MLA) {
         box0[1] = 16;
         box0[2] = 128;
-        n = 3;
     }
     memset(hp->kv_map, 0, sizeof(hp->kv_map));
-    for (int i = 0; i < n; i++) {
-        const cuuint32_t box[3] = {box0[i], 1, MLA_HOPPER_BLOCK_N};
+    for (int i = 0; i < 4; i++) {
+        if (box0[i] == 0 || (i == 3 && !pair))
+            continue;
+        /* Map 3: the pair kernels' half tiles. */
+        const cuuint32_t box[3] = {box0[i], 1, i == 3 ? MLA_HOPPER_BLOCK_N / 2 : MLA_HOPPER_BLOCK_N};
         CUresult r = cu->p_cuTensorMapEncodeTiled(
             (CUtensorMap *)(void *)&hp->kv_map[i],
             bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 3,
@@ -149,7 +151,7 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a)
     int use_hopper = 0;
     if (gp->hopper) {
         CUresult er = CUDA_SUCCESS;
-        use_hopper = hopper_maps(cu, &p, &hp, &er);
+        use_hopper = hopper_maps(cu, &p, gp->hopper_pair, &hp, &er);
         if (use_hopper < 0)
             return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, er, "cuTensorMapEncodeTiled");
         if (!use_hopper && gp->hopper_required)

@@ -44,6 +44,8 @@ struct mla_gpu_context {
      * narrow (at most MLA_NARROW_ROWS rows); fn NULL on other devices. */
     struct mla_gpu_kernel hopper[MLA_GPU_NUM_FORMATS];
     struct mla_gpu_kernel hopper_narrow[MLA_GPU_NUM_FORMATS];
+    /* The wide FP8 kernels as 2-CTA clusters ("pairs"; fn NULL for BF16). */
+    struct mla_gpu_kernel hopper_pair[MLA_GPU_NUM_FORMATS];
     /* Trace builds of the sm_90a kernels only (-DMLA_TRACE,
      * kernels/trace.cuh): CTA (0, 0, 0)'s timeline, printed to stderr
      * after each such launch; 0 in normal builds. */
@@ -60,6 +62,7 @@ struct mla_gpu_plan {
      * instead when a call's pointers do not suit the TMA path). */
     const struct mla_gpu_kernel *hopper;
     unsigned int hopper_smem; /* its dynamic shared memory */
+    int hopper_pair;      /* it is a pair kernel: the 32-row tensor map too */
     int hopper_required; /* MLA_KERNEL=hopper: calls it cannot take fail */
     unsigned int combine_grid[3];
     unsigned int schedule_grid;
@@ -78,6 +81,7 @@ struct mla_gpu_plan {
 #define MLA_GPU_KERNEL_HOPPER 2
 #define MLA_GPU_KERNEL_HOPPER_WIDE 3 /* the wide sm_90a kernel only, required */
 #define MLA_GPU_KERNEL_HOPPER_NARROW 4 /* the narrow sm_90a kernel only, required */
+#define MLA_GPU_KERNEL_HOPPER_PAIR 5 /* the 2-CTA wide FP8 kernel only, required */
 int mla__gpu_kernel_choice(void);
 
 /* Make the context's primary context current on this thread (push), and

@@ -139,10 +139,9 @@ static int env_word(const char *name, const char *const *words, int n)
     return -1;
 }
 
-/* MLA_KERNEL: unset or "auto", "portable", "hopper", "hopper-wide" or
- * "hopper-narrow"
- * (required: plans and calls they cannot serve are refused with
- * NOT_SUPPORTED); -1 for anything else. */
+/* MLA_KERNEL: unset or "auto", "portable", "hopper", "hopper-wide",
+ * "hopper-narrow" or "hopper-pair" (required: plans and calls they cannot
+ * serve are refused with NOT_SUPPORTED); -1 for anything else. */
 int mla__gpu_kernel_choice(void)
 {
     static const char *const words[] = {
@@ -151,6 +150,7 @@ int mla__gpu_kernel_choice(void)
         [MLA_GPU_KERNEL_HOPPER] = "hopper",
         [MLA_GPU_KERNEL_HOPPER_WIDE] = "hopper-wide",
         [MLA_GPU_KERNEL_HOPPER_NARROW] = "hopper-narrow",
+        [MLA_GPU_KERNEL_HOPPER_PAIR] = "hopper-pair",
     };
     return env_word("MLA_KERNEL", words, (int)(sizeof(words) / sizeof(words[0])));
 }
@@ -168,20 +168,26 @@ int mla__gpu_kernel_choice(void)
  * (one; two for DS_MLA, and for E4M3 without block scales or with 128-dim
  * ones), the image has it for this format and (FP8) the batch has at
  * least MLA_NARROW8_MIN_SEQS sequences of KV heads, else the wide one.
- * Sets *choice to the MLA_KERNEL reading.
+ * The wide FP8 kernel's 2-CTA pair form (*pair set), which converts each
+ * tile once for two 64-row M tiles, only when MLA_KERNEL asks for it: it
+ * needs FP8 and a multiple of 128 rows per KV head, and measured no
+ * faster than the single-CTA form (H200, h128 b132 s8192: E4M3 /128 840
+ * against 844 us, DS_MLA 846 against 812; bench/NOTES.md).  Sets *choice
+ * to the MLA_KERNEL reading.
  */
 static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s, int32_t spr,
                                   int32_t batch, int *choice, const struct mla_gpu_kernel **out,
-                                  unsigned *smem)
+                                  unsigned *smem, int *pair)
 {
     struct mla_gpu_context *g = ctx->gpu;
     *out = NULL;
     *smem = 0;
+    *pair = 0;
     *choice = mla__gpu_kernel_choice();
     if (*choice < 0)
         return mla__ctx_fail(ctx, MLA_STATUS_INVALID_ARGUMENT,
                              "mla_plan_create: MLA_KERNEL=%s (auto, portable, hopper, "
-                             "hopper-wide or hopper-narrow)",
+                             "hopper-wide, hopper-narrow or hopper-pair)",
                              getenv("MLA_KERNEL"));
     if (*choice == MLA_GPU_KERNEL_PORTABLE)
         return MLA_STATUS_SUCCESS;
@@ -204,6 +210,11 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
                                            : "more than 32 query rows per KV head";
     if (!why && *choice == MLA_GPU_KERNEL_HOPPER_NARROW && !narrow->fn)
         why = "no narrow kernel for this format in the image";
+    const int heads_per_kv = s->num_heads / s->num_kv_heads;
+    const int pair_fits = g->hopper_pair[s->kv_format].fn && heads_per_kv % (2 * MLA_BLOCK_M) == 0;
+    if (!why && *choice == MLA_GPU_KERNEL_HOPPER_PAIR && !pair_fits)
+        why = s->kv_format == MLA_FMT_BF16 ? "the pair kernels take FP8 caches only"
+                                           : "query heads per KV head not a multiple of 128";
     if (why && *choice != MLA_GPU_KERNEL_AUTO)
         return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
                              "mla_plan_create: MLA_KERNEL=%s, but the sm_90a kernel does not "
@@ -213,7 +224,7 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
         return MLA_STATUS_SUCCESS;
     int take_narrow =
         narrow->fn && rows <= (*choice == MLA_GPU_KERNEL_HOPPER_NARROW ? narrow_rows : auto_rows);
-    if (*choice == MLA_GPU_KERNEL_HOPPER_WIDE)
+    if (*choice == MLA_GPU_KERNEL_HOPPER_WIDE || *choice == MLA_GPU_KERNEL_HOPPER_PAIR)
         take_narrow = 0;
     else if (*choice != MLA_GPU_KERNEL_HOPPER_NARROW && s->kv_format != MLA_FMT_BF16 &&
              (int64_t)batch * s->num_kv_heads < MLA_NARROW8_MIN_SEQS)
@@ -221,6 +232,10 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
     if (take_narrow) {
         *out = narrow;
         *smem = mla_narrow_smem_bytes(s->kv_format);
+    } else if (*choice == MLA_GPU_KERNEL_HOPPER_PAIR) {
+        *out = &g->hopper_pair[s->kv_format];
+        *smem = MLA_HOPPER_SMEM_BYTES;
+        *pair = 1;
     } else {
         *out = &g->hopper[s->kv_format];
         *smem = MLA_HOPPER_SMEM_BYTES;
@@ -295,8 +310,8 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
         return st;
     const struct mla_gpu_kernel *hopper = NULL;
     unsigned hopper_smem = 0;
-    int choice = MLA_GPU_KERNEL_AUTO;
-    if ((st = choose_hopper(ctx, s, spr, plan->batch, &choice, &hopper, &hopper_smem)) !=
+    int choice = MLA_GPU_KERNEL_AUTO, pair = 0;
+    if ((st = choose_hopper(ctx, s, spr, plan->batch, &choice, &hopper, &hopper_smem, &pair)) !=
         MLA_STATUS_SUCCESS)
         return st;
     if (hopper) {
@@ -317,13 +332,30 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     int occ = 1;
     if ((st = mla__gpu_push(ctx)) != MLA_STATUS_SUCCESS)
         return st;
+    const char *what = "cuOccupancyMaxActiveBlocksPerMultiprocessor";
     CUresult r = g->cu->p_cuOccupancyMaxActiveBlocksPerMultiprocessor(
         &occ, hopper ? hopper->fn : k->fn, MLA_DECODE_THREADS,
         hopper ? hopper_smem : smem);
+    /* Pairs: the two CTAs of a cluster sit in one GPC, so fewer may be
+     * resident than SMs x occupancy. */
+    int target = g->sm_count * occ;
+    if (r == CUDA_SUCCESS && pair) {
+        CUlaunchConfig cfg;
+        int clusters = 0;
+        memset(&cfg, 0, sizeof(cfg));
+        cfg.gridDimX = 2;
+        cfg.gridDimY = cfg.gridDimZ = 1;
+        cfg.blockDimX = MLA_DECODE_THREADS;
+        cfg.blockDimY = cfg.blockDimZ = 1;
+        cfg.sharedMemBytes = hopper_smem;
+        what = "cuOccupancyMaxActiveClusters";
+        r = g->cu->p_cuOccupancyMaxActiveClusters(&clusters, hopper->fn, &cfg);
+        if (r == CUDA_SUCCESS && clusters > 0 && 2 * clusters < target)
+            target = 2 * clusters;
+    }
     mla__gpu_pop(ctx);
     if (r != CUDA_SUCCESS)
-        return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r,
-                            "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+        return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, what);
     if (occ < 1)
         return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
                              "mla_plan_create: the decode kernel (block_n %d, %d stages, %u bytes "
@@ -413,7 +445,7 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     p->block_n = bn;
     p->num_stages = stages;
     p->max_splits = (int32_t)splits;
-    p->target_ctas = g->sm_count * occ;
+    p->target_ctas = target;
     p->min_split_tiles = min_tiles ? min_tiles : MLA_SPLIT_MIN_TILES;
     p->self_schedule = sched == SCHEDULE_FUSED || (sched == SCHEDULE_AUTO && fusable);
     const double kv_scale = s->kv_format == MLA_FMT_BF16 ? 1.0 : s->kv_scale;
@@ -424,8 +456,10 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     gp->decode_smem = smem;
     gp->hopper = hopper;
     gp->hopper_smem = hopper_smem;
+    gp->hopper_pair = pair;
     gp->hopper_required = choice == MLA_GPU_KERNEL_HOPPER || choice == MLA_GPU_KERNEL_HOPPER_WIDE ||
-                          choice == MLA_GPU_KERNEL_HOPPER_NARROW;
+                          choice == MLA_GPU_KERNEL_HOPPER_NARROW ||
+                          choice == MLA_GPU_KERNEL_HOPPER_PAIR;
     gp->decode_grid[0] = (unsigned)m_blocks;
     gp->decode_grid[1] = (unsigned)s->num_kv_heads;
     gp->decode_grid[2] = (unsigned)(batch * splits);

@@ -216,7 +216,7 @@ struct kcase {
     const char *kernel;    /* MLA_KERNEL for the plan; NULL = unset (auto) */
 };
 
-#define MAX_CASES 256
+#define MAX_CASES 320
 static struct kcase g_cases[MAX_CASES];
 static int g_ncases;
 
@@ -295,6 +295,8 @@ static void build_cases(void)
             c->kernel = "hopper-narrow";
             c = add_case(16, 1, 1, M_E4M3, 64, 0, 7, lens_mix7);
             c->kernel = "hopper-narrow";
+            c = add_case(128, 1, 1, M_G128, 64, 0, 7, lens_mix7);
+            c->kernel = "hopper-pair";
         }
         name_cases();
         return;
@@ -471,6 +473,27 @@ static void build_cases(void)
         }
         c = add_case(32, 1, 1, M_G128, 64, 0, 16, lens);
         c->sample = 3;
+        /* The wide FP8 kernel at 128 heads as 2-CTA pairs (the default
+         * there) and as single CTAs: many tiles, MTP with causal (both M
+         * tiles of a pair see the same keys; 4, 6 and 8 M tiles per KV
+         * head), lengths off the tile and page edges. */
+        for (int m = 0; m < NMODES; m++) {
+            if (m == M_BF16)
+                continue;
+            for (int i = 0; i < 12; i++)
+                lens[i] = 1 + rnd_int(5000);
+            c = add_case(128, 1, 1, m, 64 << (m % 2), 0, 12, lens);
+            c->kernel = "hopper-pair";
+            c->sample = 3;
+            c = add_case(128, 1, 2, m, 64, 1, 7, lens_mix7);
+            c->kernel = "hopper-pair";
+            c = add_case(128, 1, 4, m, 128, 1, 7, lens_mix7);
+            c->kernel = "hopper-pair";
+            c = add_case(128, 1, 1, m, 64, 0, 7, lens_mix7);
+            c->kernel = "hopper-wide";
+        }
+        c = add_case(128, 1, 3, M_G64, 64, 1, 7, lens_mix7);
+        c->kernel = "hopper-pair";
     }
 
     /* Odds and ends: no LSE, explicit softmax scale, all lengths 0, a plan
@@ -1360,6 +1383,11 @@ START_TEST(kernel_choice)
         {"MLA_KERNEL", "hopper-narrow", 64, M_DSMLA, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
         {"MLA_KERNEL", "hopper-narrow", 128, M_E4M3, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
         {"MLA_KERNEL", "hopper-nonesuch", 16, M_BF16, 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
+        /* The 2-CTA pairs: FP8 with a multiple of 128 rows per KV head. */
+        {"MLA_KERNEL", "hopper-pair", 128, M_G128, 64, 4096, MLA_STATUS_SUCCESS},
+        {"MLA_KERNEL", "hopper-pair", 128, M_DSMLA, 2, 4096, MLA_STATUS_SUCCESS},
+        {"MLA_KERNEL", "hopper-pair", 64, M_E4M3, 64, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {"MLA_KERNEL", "hopper-pair", 128, M_BF16, 64, 4096, MLA_STATUS_NOT_SUPPORTED},
     };
     check_plan_env("kernel_choice", k, (int)(sizeof(k) / sizeof(k[0])), 1);
     /* Two KV heads, 16 rows each: every narrow kernel takes them (FP8 with

@@ -10,6 +10,11 @@
  *                          hopper_seesaw.cuh, the warpgroups on alternate
  *                          tiles; FP8: hopper_wide.cuh, converted in place
  *                          by the converter warpgroup);
+ *   mla_hopper_pair_<f8>   the wide FP8 kernel as clusters of 2 CTAs, the
+ *                          M tiles 2k and 2k + 1, each converting half of
+ *                          every tile for both (hopper_convert.cuh,
+ *                          convert_pair); E4M3 tiles go to the seesaw
+ *                          consumers, DS_MLA's to hopper_wide.cuh's;
  *   mla_hopper_narrow_bf16 narrow: at most 16 rows, transposed MMAs
  *                          (hopper_narrow.cuh; a 18-KB Q tile);
  *   mla_hopper_narrow_<f8> narrow FP8: the same MMAs with A built in
@@ -49,7 +54,12 @@
  *                3-5, 6-8), so QK starts on group 0 while the rest is
  *                converted.
  *   free[s]      256: consumer threads, once P V of the tile completed
- *                (narrow FP8: 128, the one warpgroup that took the tile).
+ *                (narrow FP8: 128, the one warpgroup that took the tile;
+ *                pairs: + 8, one per consumer warp of the other CTA,
+ *                whose converter writes into this stage too).
+ *   converted    pairs: 128 local arrivals, one of them with expect_tx of
+ *                the other CTA's half of the group (4096 bytes a chunk),
+ *                completed by its bulk copies.
  *   q            128: converter warpgroup threads after writing Q.
  *   to_wg1/to_wg0 128 (wide BF16): one consumer warpgroup handing its
  *                running maximum (and P) to the other, once per tile pair.
@@ -93,6 +103,11 @@ struct Regs {
     static_assert(2 * kConsumer + kCvt + kLoad == 512, "register budget");
 };
 
+/* The wide kernels whose consumers take alternate tiles (hopper_seesaw.cuh):
+ * BF16, and E4M3 in pairs, converted at twice the rate. */
+template <int FMT, bool PAIR>
+constexpr bool kSeesaw = FMT == MLA_FMT_BF16 || (PAIR && FMT == MLA_FMT_FP8_E4M3);
+
 template <int FMT, bool NARROW, bool PAIR>
 MLA_DEV void init_barriers(const Cta &c)
 {
@@ -112,7 +127,7 @@ MLA_DEV void init_barriers(const Cta &c)
             mbar_init(c.bars + kBarMerge + 8u * k, 256);
     if (!NARROW)
         mbar_init(c.bars + kBarSums, 256);
-    if (FMT == MLA_FMT_BF16 && !NARROW) {
+    if (kSeesaw<FMT, PAIR> && !NARROW) {
         mbar_init(c.bars + kBarToWg1, 128);
         mbar_init(c.bars + kBarToWg0, 128);
     }
@@ -164,8 +179,8 @@ MLA_DEV void decode(const mla_hopper_params &hp)
         } else if constexpr (NARROW) {
             NarrowConsumer cons(p, c, warp >> 2, warp & 3u, lane);
             cons.run();
-        } else if constexpr (FMT == MLA_FMT_BF16) {
-            SeesawConsumer cons(p, c, warp >> 2, warp & 3u, lane);
+        } else if constexpr (kSeesaw<FMT, PAIR>) {
+            SeesawConsumer<FMT> cons(p, c, warp >> 2, warp & 3u, lane);
             cons.run();
         } else {
             WideConsumer<FMT> cons(p, c, warp >> 2, warp & 3u, lane);

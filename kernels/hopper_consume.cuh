@@ -48,6 +48,20 @@ MLA_DEV bool wg_test(const Cta &c, uint32_t wg, uint32_t tid, uint32_t bar, uint
     return lds32(flag) != 0u;
 }
 
+/* A consumer thread frees stage st (after its wgmmas that read it
+ * retired).  Pair kernels: the other CTA's converter sends its half of the
+ * next tile into this stage, so each warp frees it there too (one
+ * arrival a warp; all 32 lanes call this). */
+MLA_DEV void release_stage(const Cta &c, const PipeState &st, uint32_t tid)
+{
+    c.pipe().consumer_release(st);
+    if (c.pair) {
+        __syncwarp();
+        if ((tid & 31u) == 0)
+            mbar_arrive_peer(peer_addr(c.pipe().empty_bar(st), c.rank ^ 1u));
+    }
+}
+
 /* Queue O[:, 256 wg .. 256 wg + 255] += P V for the wide tile at stg, P
  * (bf16, 64 rows x 64 keys, K-major) in the tile's chunk 8, V read
  * N-major from chunks 4 wg ..; one commit group. */
@@ -73,7 +87,7 @@ MLA_DEV void pv_chunk8(float (&o)[32][4], uint32_t stg, uint32_t wg)
  * 0..255 over both warpgroups. */
 MLA_DEV void finish_wide(const mla_decode_params &p, const Cta &c, const float (&o)[32][4],
                          const OnlineSoftmax &sm, int row0, uint32_t wg, uint32_t tq,
-                         uint32_t tid)
+                         uint32_t tid, bool slots_busy = false)
 {
     if (tid == 0)
         MLA_STAMP(6);
@@ -85,6 +99,10 @@ MLA_DEV void finish_wide(const mla_decode_params &p, const Cta &c, const float (
     sm.finish(lsum);
     const uint32_t mine = c.xchg + 4u * (64u * wg + (uint32_t)row0);
     const uint32_t other = c.xchg + 4u * (64u * (wg ^ 1u) + (uint32_t)row0);
+    /* slots_busy: the other warpgroup may not have read the maximum this
+     * one left in its slot yet. */
+    if (slots_busy)
+        bar_sync(kNbSum, 256);
     if (tq == 0) {
         sts32(mine, __float_as_uint(lsum[0]));
         sts32(mine + 32u, __float_as_uint(lsum[1]));

@@ -4,7 +4,8 @@
  * the 128B-swizzled BF16 tile wgmma reads, with rows at or past the length
  * written as zeros, in place: the FP8 bytes sit in the upper half of the
  * stage they become BF16 in (wide layout only; the narrow FP8 consumers
- * convert in registers, hopper_narrow_fp8.cuh).
+ * convert in registers, hopper_narrow_fp8.cuh).  In the 2-CTA pair
+ * kernels each CTA converts half the rows of every tile, for both.
  *
  * SPDX-License-Identifier: MIT
  */

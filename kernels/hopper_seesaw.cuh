@@ -29,6 +29,13 @@
  * phase per pair; each side writes its next value only after it waited
  * for the other's, so one word per row and side suffices).
  *
+ * E4M3 tiles of the 2-CTA pair kernels take the same consumers: the
+ * converters of both CTAs write BF16 in the same layout, with rows past
+ * the length as zeros, and a tile is ready when its three converted
+ * barriers completed.  Their maxima go through the exchange area (the
+ * scale area holds block scales), which the final sums reuse once both
+ * warpgroups are past their last hand-over.
+ *
  * SPDX-License-Identifier: MIT
  */
 #ifndef MLA_HOPPER_SEESAW_CUH
@@ -36,6 +43,7 @@
 
 #include "hopper_layout.cuh"
 #include "hopper_consume.cuh"
+#include "hopper_convert.cuh"
 #include "wgmma.cuh"
 #include "softmax.cuh"
 #include "epilogue.cuh"
@@ -59,7 +67,9 @@ MLA_DEV void qk_tile(float (&s)[8][4], uint32_t sq, uint32_t stg)
         }
 }
 
+template <int FMT>
 struct SeesawConsumer {
+    static_assert(FMT != MLA_FMT_FP8_DS_MLA, "DS_MLA's RoPE scores need more registers");
     const mla_decode_params &p;
     const Cta &c;
     uint32_t wg, g, tq, tid;
@@ -77,8 +87,9 @@ struct SeesawConsumer {
     {
         row0 = (int)(16u * wl + g);
         row_limits(p, c, row0, lim);
-        mine = c.sscl + 4u * (64u * wg + (uint32_t)row0);
-        other = c.sscl + 4u * (64u * (wg ^ 1u) + (uint32_t)row0);
+        const uint32_t slots = FMT == MLA_FMT_BF16 ? c.sscl : c.xchg;
+        mine = slots + 4u * (64u * wg + (uint32_t)row0);
+        other = slots + 4u * (64u * (wg ^ 1u) + (uint32_t)row0);
 #pragma unroll
         for (int i = 0; i < 32; i++)
             o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
@@ -93,12 +104,18 @@ struct SeesawConsumer {
     {
         const uint32_t stg = c.stage(st.stage);
         MLA_LAP_START(lap); /* trace builds: phase 14 + wg, waiting for the tile */
-        mbar_wait(c.pipe().full_bar(st), st.phase);
+        if (FMT == MLA_FMT_BF16) {
+            mbar_wait(c.pipe().full_bar(st), st.phase);
+        } else {
+            /* the groups' barriers complete in any order (bulk copies) */
+            for (int grp = 0; grp < kGroups; grp++)
+                mbar_wait(converted_bar(c.bars, st.stage, grp), st.phase);
+        }
         MLA_LAP((tid & 127u) == 0, lap, 14u + wg);
         if (tid == 0 && t == c.t0)
             MLA_STAMP(8); /* the first tile landed */
         const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
-        if (nvalid < kBN) /* the other WG reads these rows only after a hand-over */
+        if (FMT == MLA_FMT_BF16 && nvalid < kBN) /* the other WG reads these rows only after a hand-over */
             zero_tail(stg, nvalid, tid & 127u, 128u, kNbWg0 + wg);
         wg_fence();
         qk_tile(s, c.sq, stg);
@@ -116,7 +133,7 @@ struct SeesawConsumer {
     {
         wg_wait<1>();
         wg_hold(o);
-        c.pipe().consumer_release(st);
+        release_stage(c, st, tid);
     }
 
     /* P of tile t in s and pf, the running maximum past it in sm.m, and
@@ -199,7 +216,7 @@ struct SeesawConsumer {
     {
         wg_wait<0>();
         wg_hold(o);
-        c.pipe().consumer_release(st);
+        release_stage(c, st, tid);
     }
 
     MLA_DEV void run()
@@ -270,7 +287,7 @@ struct SeesawConsumer {
             sb.phase ^= 1u;
         }
         /* Both WGs end with the same maxima; each summed its own tiles. */
-        finish_wide(p, c, o, sm, row0, wg, tq, tid);
+        finish_wide(p, c, o, sm, row0, wg, tq, tid, FMT != MLA_FMT_BF16);
     }
 };
 

@@ -2,7 +2,7 @@
  * hopper_wide.cuh - the consumer warpgroups (warps 0-7) of the wide sm_90a
  * kernels for FP8 caches, whose tiles the converter warpgroup turns into
  * BF16 in place (hopper_convert.cuh), for any number of packed query rows
- * (64 per CTA M tile; BF16 caches take hopper_seesaw.cuh).  WG w computes
+ * (64 per CTA M tile; BF16 caches and E4M3 pairs take hopper_seesaw.cuh).  WG w computes
  * the scores of keys 32 w .. 32 w + 31 of the tile for all 64 rows (wgmma
  * m64n32k16 over 576 dims, so each score is computed once), starting on
  * each chunk group as soon as it is converted, exchanges row maxima with
@@ -163,18 +163,7 @@ struct WideConsumer {
     /* Queue O[:, 256 wg ..] += P V for the tile in stage st; one commit group. */
     MLA_DEV void pv(const PipeState &st) { pv_chunk8(o, c.stage(st.stage), wg); }
 
-    /* Pair kernels: the other CTA's converter sends its half of the
-     * next tile into this stage, so each warp frees it there too (one
-     * arrival a warp, after the warp's P V). */
-    MLA_DEV void release(const PipeState &st) const
-    {
-        c.pipe().consumer_release(st);
-        if (c.pair) {
-            __syncwarp();
-            if ((tid & 31u) == 0)
-                mbar_arrive_peer(peer_addr(c.pipe().empty_bar(st), c.rank ^ 1u));
-        }
-    }
+    MLA_DEV void release(const PipeState &st) const { release_stage(c, st, tid); }
 
     MLA_DEV void wait_o()
     {

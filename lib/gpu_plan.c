@@ -167,13 +167,13 @@ int mla__gpu_kernel_choice(void)
  * rows per KV head (q_len x heads per KV head) fit its M tiles of 16 rows
  * (one; two for DS_MLA, and for E4M3 without block scales or with 128-dim
  * ones), the image has it for this format and (FP8) the batch has at
- * least MLA_NARROW8_MIN_SEQS sequences of KV heads, else the wide one.
- * The wide FP8 kernel's 2-CTA pair form (*pair set), which converts each
- * tile once for two 64-row M tiles, only when MLA_KERNEL asks for it: it
- * needs FP8 and a multiple of 128 rows per KV head, and measured no
- * faster than the single-CTA form (H200, h128 b132 s8192: E4M3 /128 840
- * against 844 us, DS_MLA 846 against 812; bench/NOTES.md).  Sets *choice
- * to the MLA_KERNEL reading.
+ * least MLA_NARROW8_MIN_SEQS sequences of KV heads, else the wide one,
+ * for E4M3 with a multiple of 128 rows per KV head in its 2-CTA pair
+ * form (*pair set), which converts each tile once for two 64-row M tiles
+ * and feeds the seesaw consumers (H200, h128 b132 s8192: /128 808
+ * against 844 us, unscaled 778 against 834; b64 s4096 223 against 233).
+ * DS_MLA pairs (with the lockstep consumers) measured 4 % slower: only
+ * with MLA_KERNEL=hopper-pair.  Sets *choice to the MLA_KERNEL reading.
  */
 static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s, int32_t spr,
                                   int32_t batch, int *choice, const struct mla_gpu_kernel **out,
@@ -232,7 +232,9 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
     if (take_narrow) {
         *out = narrow;
         *smem = mla_narrow_smem_bytes(s->kv_format);
-    } else if (*choice == MLA_GPU_KERNEL_HOPPER_PAIR) {
+    } else if (*choice == MLA_GPU_KERNEL_HOPPER_PAIR ||
+               (pair_fits && *choice != MLA_GPU_KERNEL_HOPPER_WIDE &&
+                s->kv_format == MLA_FMT_FP8_E4M3)) {
         *out = &g->hopper_pair[s->kv_format];
         *smem = MLA_HOPPER_SMEM_BYTES;
         *pair = 1;

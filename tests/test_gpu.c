@@ -474,7 +474,7 @@ static void build_cases(void)
         c = add_case(32, 1, 1, M_G128, 64, 0, 16, lens);
         c->sample = 3;
         /* The wide FP8 kernel at 128 heads as 2-CTA pairs (the default
-         * there) and as single CTAs: many tiles, MTP with causal (both M
+         * there for E4M3) and as single CTAs: many tiles, MTP with causal (both M
          * tiles of a pair see the same keys; 4, 6 and 8 M tiles per KV
          * head), lengths off the tile and page edges. */
         for (int m = 0; m < NMODES; m++) {

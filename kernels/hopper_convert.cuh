@@ -36,6 +36,30 @@ struct CvtUnit {
     float sa, sb; /* their scales */
 };
 
+/* The scale of tile row `row` at columns 16 qd .. of chunk ch: DS_MLA's
+ * per-128-column one, E4M3's block scale (blocks of 1 << gshift columns,
+ * spr a row), or 1 without block scales.  scl: the tile's scales. */
+template <int FMT>
+MLA_DEV float row_scale(uint32_t scl, uint32_t row, uint32_t ch, uint32_t qd, int gshift, int spr)
+{
+    if (FMT == MLA_FMT_FP8_DS_MLA)
+        return lds_f32(scl + row * 16u + 4u * (ch >> 1));
+    if (gshift)
+        return lds_f32(scl + 4u * (row * spr + ((64u * ch + 16u * qd) >> gshift)));
+    return 1.0f;
+}
+
+/* 16 FP8 values of one row times s, as BF16 (lo: the first 8), or zeros
+ * for a row at or past the length. */
+MLA_DEV void row_to_bf16(uint4 x, float s, bool valid, uint4 &lo, uint4 &hi)
+{
+    lo = hi = make_uint4(0u, 0u, 0u, 0u);
+    if (valid) {
+        lo = e4m3x8_to_bf16x8(make_uint2(x.x, x.y), s);
+        hi = e4m3x8_to_bf16x8(make_uint2(x.z, x.w), s);
+    }
+}
+
 template <int FMT>
 struct Converter {
     uint32_t dst, src, scl, nvalid, qd, ra, rb, sw0, sw1;
@@ -58,29 +82,16 @@ struct Converter {
         const uint32_t a = src + 4096u * ch + 16u * (4u * ra + qd);
         u.a = lds128(a);
         u.b = lds128(a + 2048u);
-        u.sa = u.sb = 1.0f;
-        if (FMT == MLA_FMT_FP8_DS_MLA) {
-            u.sa = lds_f32(scl + ra * 16u + 4u * (ch >> 1));
-            u.sb = lds_f32(scl + rb * 16u + 4u * (ch >> 1));
-        } else if (gshift) {
-            const uint32_t k = (64u * ch + 16u * qd) >> gshift;
-            u.sa = lds_f32(scl + 4u * (ra * spr + k));
-            u.sb = lds_f32(scl + 4u * (rb * spr + k));
-        }
+        u.sa = row_scale<FMT>(scl, ra, (uint32_t)ch, qd, gshift, spr);
+        u.sb = row_scale<FMT>(scl, rb, (uint32_t)ch, qd, gshift, spr);
         return u;
     }
 
     MLA_DEV void store(int ch, const CvtUnit &u) const
     {
-        uint4 a0 = make_uint4(0u, 0u, 0u, 0u), a1 = a0, b0 = a0, b1 = a0;
-        if (ra < nvalid) {
-            a0 = e4m3x8_to_bf16x8(make_uint2(u.a.x, u.a.y), u.sa);
-            a1 = e4m3x8_to_bf16x8(make_uint2(u.a.z, u.a.w), u.sa);
-        }
-        if (rb < nvalid) {
-            b0 = e4m3x8_to_bf16x8(make_uint2(u.b.x, u.b.y), u.sb);
-            b1 = e4m3x8_to_bf16x8(make_uint2(u.b.z, u.b.w), u.sb);
-        }
+        uint4 a0, a1, b0, b1;
+        row_to_bf16(u.a, u.sa, ra < nvalid, a0, a1);
+        row_to_bf16(u.b, u.sb, rb < nvalid, b0, b1);
         const uint32_t da = dst + kChunk * ch + ra * 128u, db = da + 32u * 128u;
         sts128(da + sw0, a0.x, a0.y, a0.z, a0.w);
         sts128(da + sw1, a1.x, a1.y, a1.z, a1.w);
@@ -140,6 +151,11 @@ MLA_DEV void convert_in_place(const Cta &c, uint32_t stage, uint32_t nvalid, uin
  * of each piece; warp w's 8 rows of a chunk are 1024 contiguous bytes,
  * which its lane 0 sends once the warp has written them.
  */
+struct CvtRow {
+    uint4 x; /* FP8 of the thread's row */
+    float s; /* its scale */
+};
+
 template <int FMT>
 struct PairConverter {
     uint32_t stg, scl, row, nvalid, qd, sw0, sw1, rank, peer_stg;
@@ -155,26 +171,18 @@ struct PairConverter {
         peer_stg = peer_addr(stg, rank ^ 1u);
     }
 
-    MLA_DEV CvtUnit load(uint32_t ch) const
+    MLA_DEV CvtRow load(uint32_t ch) const
     {
-        CvtUnit u;
-        u.a = lds128(pair_piece<FMT>(stg, rank, ch) + 16u * (4u * (row & 31u) + qd));
-        u.b = u.a;
-        u.sa = u.sb = 1.0f;
-        if (FMT == MLA_FMT_FP8_DS_MLA)
-            u.sa = lds_f32(scl + row * 16u + 4u * (ch >> 1));
-        else if (gshift)
-            u.sa = lds_f32(scl + 4u * (row * spr + ((64u * ch + 16u * qd) >> gshift)));
+        CvtRow u;
+        u.x = lds128(pair_piece<FMT>(stg, rank, ch) + 16u * (4u * (row & 31u) + qd));
+        u.s = row_scale<FMT>(scl, row, ch, qd, gshift, spr);
         return u;
     }
 
-    MLA_DEV void store(uint32_t ch, const CvtUnit &u) const
+    MLA_DEV void store(uint32_t ch, const CvtRow &u) const
     {
-        uint4 a0 = make_uint4(0u, 0u, 0u, 0u), a1 = a0;
-        if (row < nvalid) {
-            a0 = e4m3x8_to_bf16x8(make_uint2(u.a.x, u.a.y), u.sa);
-            a1 = e4m3x8_to_bf16x8(make_uint2(u.a.z, u.a.w), u.sa);
-        }
+        uint4 a0, a1;
+        row_to_bf16(u.x, u.s, row < nvalid, a0, a1);
         const uint32_t d = stg + kChunk * ch + row * 128u;
         sts128(d + sw0, a0.x, a0.y, a0.z, a0.w);
         sts128(d + sw1, a1.x, a1.y, a1.z, a1.w);
@@ -224,22 +232,22 @@ MLA_DEV void convert_pair(const Cta &c, const PipeState &st, uint32_t nvalid, ui
     const uint32_t stage = st.stage;
     const PairConverter<FMT> cv(c, stage, nvalid, tid, gshift, spr);
     {
-        const CvtUnit u0 = cv.load(0), u1 = cv.load(1), u2 = cv.load(2), u3 = cv.load(3);
+        const CvtRow u0 = cv.load(0), u1 = cv.load(1), u2 = cv.load(2), u3 = cv.load(3);
         cv.store(0, u0);
         cv.store(1, u1);
         cv.store(2, u2);
         cv.publish(c, stage, 0, 3, 0, tid);
         cv.store(3, u3);
     }
-    const CvtUnit u4 = cv.load(4), u5 = cv.load(5);
-    CvtUnit u8 = u4;
+    const CvtRow u4 = cv.load(4), u5 = cv.load(5);
+    CvtRow u8 = u4;
     if (FMT == MLA_FMT_FP8_E4M3)
         u8 = cv.load(8);
     bar_sync(kNbCvt, 128);
     cv.store(4, u4);
     cv.store(5, u5);
     cv.publish(c, stage, 3, 6, 1, tid);
-    const CvtUnit u6 = cv.load(6), u7 = cv.load(7);
+    const CvtRow u6 = cv.load(6), u7 = cv.load(7);
     cv.store(6, u6);
     if (FMT == MLA_FMT_FP8_E4M3) {
         cv.store(7, u7);

@@ -74,7 +74,7 @@ struct CUstream_st;
 /** Major version: changes only with an incompatible ABI (new SONAME). */
 #define MLA_VERSION_MAJOR 1
 /** Minor version: new functionality, backward compatible. */
-#define MLA_VERSION_MINOR 0
+#define MLA_VERSION_MINOR 1
 /** Patch version: bug fixes only. */
 #define MLA_VERSION_PATCH 0
 /** The version as one number: major * 10000 + minor * 100 + patch. */
@@ -394,8 +394,9 @@ MLA_API void mla_plan_destroy(mla_plan_t *plan);
  *
  * The workspace is caller-owned memory of the plan's backend (device
  * memory on a CUDA context), 256-byte aligned, reused across calls; it
- * must not be used by two calls in flight at once.  Its first bytes hold
- * the status of the last call (see mla_workspace_status()).
+ * must not be used by two calls in flight at once.  It holds the split
+ * schedule of the last mla_decode() or mla_schedule() and the status of
+ * the last call (see mla_workspace_status()); it needs no initialization.
  *
  * @param plan       Plan.
  * @param[out] bytes Receives the size; never 0.
@@ -443,6 +444,14 @@ MLA_API mla_status_t mla_plan_workspace_size(const mla_plan_t *plan, size_t *byt
  * workspace, readable with mla_workspace_status().  The CPU backend
  * checks them on the host and returns the status directly.
  *
+ * The keys of the step are split into pieces of equal cost whatever the
+ * mix of lengths, so that every multiprocessor gets an equal share; the
+ * split is computed on the device from @p seq_lens at each call.  A
+ * decode step that calls mla_decode() once per layer computes the same
+ * split each time: mla_schedule() once per step followed by
+ * mla_decode_scheduled() per layer computes it once.  mla_decode() is
+ * mla_schedule() followed by mla_decode_scheduled() on the same stream.
+ *
  * The call never allocates and never synchronizes; it is capturable into
  * a CUDA graph, and a replayed graph follows the lengths then in
  * @p seq_lens.
@@ -476,19 +485,118 @@ MLA_API mla_status_t mla_decode(mla_plan_t *plan, const void *q, const void *kv_
                                 struct CUstream_st *stream);
 
 /**
- * @brief Read the device-side status recorded in a workspace by the last
- *        mla_decode() that used it.
+ * @brief Check the lengths and block table of one decode step and split
+ *        its keys into pieces of equal cost, for the mla_decode_scheduled()
+ *        calls of that step (since 1.1).
  *
+ * This is the first half of mla_decode(): it reads @p seq_lens once on the
+ * device, checks every length and the block-table entries it uses (as
+ * mla_decode() does), keeps the lengths and writes the split schedule
+ * into @p workspace.  Every mla_decode_scheduled() that then uses the
+ * workspace follows this schedule, so an engine calls mla_schedule() once
+ * per decode step and mla_decode_scheduled() once per layer, instead of
+ * mla_decode() once per layer.
+ *
+ * Reuse rule: the schedule serves any plan whose schedules are laid out
+ * alike (plans made from equal configs with the same batch and
+ * max_seq_len on the same context, e.g. the layers of one model), for
+ * decodes with the same @p block_table pointer, @p max_pages_per_seq and
+ * @p num_pages, until the workspace is used by another mla_schedule() or
+ * mla_decode().  The lengths are the ones read here, whatever
+ * @p seq_lens holds later; the block-table entries are read again by each
+ * decode and must not change in between (if they do, reads stay inside
+ * the cache but the result is undefined).  The decodes must be ordered
+ * after this call (the same stream, or events).
+ *
+ * Bad lengths or block-table entries are recorded in the workspace
+ * (::MLA_STATUS_OUT_OF_BOUNDS, readable with mla_workspace_status()); the
+ * decodes that use that schedule then write nothing.  The CPU backend
+ * checks them here and returns the status directly.  Never allocates or
+ * synchronizes; capturable into a CUDA graph.
+ *
+ * @param plan              Plan.
+ * @param num_pages         Pages in the cache the decodes will read.
+ * @param block_table       Block table, as in mla_decode().
+ * @param max_pages_per_seq Row stride of @p block_table, >= 1.
+ * @param seq_lens          Sequence lengths, as in mla_decode().
+ * @param workspace         Workspace of mla_plan_workspace_size() bytes.
+ * @param workspace_size    Its size in bytes.
+ * @param stream            CUDA stream, or NULL; ignored on the CPU.
+ * @return ::MLA_STATUS_SUCCESS once queued (CPU: once done);
+ *         ::MLA_STATUS_INVALID_ARGUMENT; ::MLA_STATUS_MISALIGNED;
+ *         ::MLA_STATUS_SIZE_MISMATCH (workspace too small);
+ *         ::MLA_STATUS_OUT_OF_BOUNDS (CPU backend);
+ *         ::MLA_STATUS_CUDA_ERROR if a launch failed.
+ */
+MLA_API mla_status_t mla_schedule(mla_plan_t *plan, int64_t num_pages,
+                                  const int32_t *block_table, int32_t max_pages_per_seq,
+                                  const int32_t *seq_lens, void *workspace,
+                                  size_t workspace_size, struct CUstream_st *stream);
+
+/**
+ * @brief Compute MLA decode attention for one layer with the schedule an
+ *        earlier mla_schedule() left in @p workspace (since 1.1).
+ *
+ * The second half of mla_decode(): the same arguments and results, but
+ * no @p seq_lens (the schedule's lengths are used) and no split
+ * computation.  @p num_pages, @p block_table and @p max_pages_per_seq must
+ * be the ones the schedule was made for (see mla_schedule()'s reuse
+ * rule).  If the workspace holds no such schedule (never scheduled,
+ * another plan layout, other block-table arguments) the call writes no
+ * output and records ::MLA_STATUS_INVALID_ARGUMENT in the workspace (the
+ * CPU backend returns it); if the schedule recorded bad input it writes
+ * no output and the status stays ::MLA_STATUS_OUT_OF_BOUNDS.  Either way
+ * no decode runs on that workspace until the next mla_schedule().
+ *
+ * @param plan              Plan.
+ * @param q                 Queries, as in mla_decode().
+ * @param kv_cache          Paged cache.
+ * @param kv_block_scales   Block scales, or NULL.
+ * @param num_pages         Pages in @p kv_cache.
+ * @param block_table       Block table.
+ * @param max_pages_per_seq Row stride of @p block_table.
+ * @param out               Output.
+ * @param lse               LSE output, or NULL.
+ * @param workspace         Workspace holding the step's schedule.
+ * @param workspace_size    Its size in bytes.
+ * @param stream            CUDA stream, or NULL; ignored on the CPU.
+ * @return ::MLA_STATUS_SUCCESS once queued (CPU: once done);
+ *         ::MLA_STATUS_INVALID_ARGUMENT; ::MLA_STATUS_MISALIGNED;
+ *         ::MLA_STATUS_SIZE_MISMATCH; ::MLA_STATUS_OUT_OF_BOUNDS (CPU
+ *         backend); ::MLA_STATUS_OUT_OF_MEMORY (CPU backend);
+ *         ::MLA_STATUS_CUDA_ERROR if a launch failed.
+ */
+MLA_API mla_status_t mla_decode_scheduled(mla_plan_t *plan, const void *q, const void *kv_cache,
+                                          const float *kv_block_scales, int64_t num_pages,
+                                          const int32_t *block_table, int32_t max_pages_per_seq,
+                                          void *out, float *lse, void *workspace,
+                                          size_t workspace_size, struct CUstream_st *stream);
+
+/**
+ * @brief Read the device-side verdict recorded in a workspace by the last
+ *        mla_decode(), mla_schedule() or mla_decode_scheduled() that used
+ *        it.
+ *
+ * Calls that fail on the host (any status other than
+ * ::MLA_STATUS_SUCCESS, except the CPU backend's ::MLA_STATUS_OUT_OF_BOUNDS
+ * and ::MLA_STATUS_INVALID_ARGUMENT from mla_decode_scheduled()) write
+ * nothing to the workspace, so the verdict stays the last one recorded.
  * This call synchronizes with the device (it copies a few bytes back);
  * use it in tests and error paths, not per step.
  *
- * @param plan               Plan the workspace was used with.
+ * @param plan               Plan the workspace was used with (or a plan of
+ *                           the same layout; see mla_schedule()).
  * @param workspace          Workspace.
- * @param[out] device_status Receives ::MLA_STATUS_SUCCESS or
- *                           ::MLA_STATUS_OUT_OF_BOUNDS.
- * @return ::MLA_STATUS_SUCCESS if the status was read;
- *         ::MLA_STATUS_INVALID_ARGUMENT; ::MLA_STATUS_MISALIGNED (workspace
- *         not 256-byte aligned); ::MLA_STATUS_CUDA_ERROR.
+ * @param[out] device_status Receives ::MLA_STATUS_SUCCESS,
+ *                           ::MLA_STATUS_OUT_OF_BOUNDS (bad lengths or
+ *                           block-table entries) or
+ *                           ::MLA_STATUS_INVALID_ARGUMENT (an
+ *                           mla_decode_scheduled() without a matching
+ *                           schedule).
+ * @return ::MLA_STATUS_SUCCESS if the verdict was read;
+ *         ::MLA_STATUS_INVALID_ARGUMENT (also when no call of a plan of
+ *         this layout has used the workspace); ::MLA_STATUS_MISALIGNED
+ *         (workspace not 256-byte aligned); ::MLA_STATUS_CUDA_ERROR.
  */
 MLA_API mla_status_t mla_workspace_status(const mla_plan_t *plan, const void *workspace,
                                           mla_status_t *device_status);

@@ -1,6 +1,6 @@
 /*
  * decode.cu - the MLA decode kernels: one CTA computes 64 packed query
- * rows of one (request, KV head, split) over that split's KV tiles, with
+ * rows of one (request, KV head, piece) over that piece's KV tiles, with
  * a load / convert / MMA pipeline in shared memory.
  *
  * Rows: r = qi * heads_per_kv + hh (query token qi, head hh of the KV
@@ -60,8 +60,6 @@ namespace mla {
 constexpr int kMmaRegs = 216, kCvtRegs = 40, kLoadRegs = 40; /* 2*216 + 40 + 40 = 4 * 128 */
 constexpr uint32_t kRow = MLA_SMEM_ROW_BF16;
 constexpr uint32_t kBarLoaded = 0, kBarConverted = 32, kBarFree = 64, kBarQ = 96;
-/* Self-scheduling's decision (schedule.cuh, 16 bytes) in the barrier block. */
-constexpr uint32_t kSched = 512;
 
 /* What every role of the CTA knows: its work and the shared-memory map. */
 struct Cta : CtaWork {
@@ -129,7 +127,7 @@ MLA_DEV void load_role(const mla_decode_params &p, const Cta &c, uint32_t lane)
             const uint32_t row = stage + (uint32_t)r * kRow;
             if (r < nvalid) {
                 const int j = j0 + r;
-                const int64_t page = bt[j >> pshift];
+                const int64_t page = page_at(p, bt, j >> pshift);
                 const int64_t idx = ((page << pshift) + (j & pmask)) * p.h_kv + c.kh;
                 bulk_g2s(row + DST, kv + idx * RB, RB, bar, pol_kv);
                 if (FMT == MLA_FMT_FP8_E4M3 && spr > 0) {
@@ -239,7 +237,7 @@ MLA_DEV void mma_role(const mla_decode_params &p, const Cta &c, uint32_t warp, u
     sm.finish(lsum);
     if (!live)
         return;
-    write_output(p, c.bars + kSched, o, sm.m, lsum, (int)(16u * rg + g), ch, tq);
+    write_output(p, o, sm.m, lsum, (int)(16u * rg + g), ch, tq);
 }
 
 /* A launch that does not match this instantiation does nothing rather
@@ -259,7 +257,7 @@ MLA_DEV bool cta_setup(const mla_decode_params &p, Cta &c)
     extern __shared__ __align__(1024) uint8_t smem[];
     if (!launch_matches<FMT, BN>(p))
         return false;
-    if (!cta_work(p, BN, smem_u32(smem) + kSched, c))
+    if (!cta_work(p, BN, c))
         return false;
     c.stages = (uint32_t)p.num_stages;
     c.bars = smem_u32(smem);
@@ -273,13 +271,11 @@ MLA_DEV void decode(const mla_decode_params &p)
 {
     extern __shared__ __align__(1024) uint8_t smem[];
 
-    griddep_wait(); /* the scheduler's status, splits and tiles; Q, the cache */
-    if (p.self_schedule && launch_matches<FMT, BN>(p))
-        self_schedule(p, BN, smem_u32(smem) + kSched);
-    {
-        Cta c0;
-        if (!cta_setup<FMT, BN>(p, c0))
-            return;
+    griddep_wait(); /* the schedule; Q, the cache */
+    if (!launch_matches<FMT, BN>(p) || !cta_has_work(p)) {
+        if (threadIdx.x == 0)
+            report_bad_call(p);
+        return;
     }
     if (threadIdx.x == 0) {
         const uint32_t bars = smem_u32(smem);

@@ -16,30 +16,30 @@
 
 namespace mla {
 
-/* Where the rows of this CTA go: its request's out/lse when it has a
- * single split, else the split's fp32 partials.  Recomputed from the grid
- * and the schedule (`sched`: the CTA's self-schedule words, schedule.cuh)
- * rather than kept live across the main loop (registers). */
+/* Where the rows of this CTA go: its request's out/lse when its piece is
+ * the request's only one, else the piece's slot of the fp32 partials.
+ * Reloaded from the schedule rather than kept live across the main loop
+ * (registers). */
 struct OutTarget {
-    int b, split, kh;
+    int base; /* the request when final_out, else the partial slot */
     bool final_out;
 
-    MLA_DEV OutTarget(const mla_decode_params &p, uint32_t sched)
+    MLA_DEV explicit OutTarget(const mla_decode_params &p)
     {
-        b = (int)blockIdx.z / p.max_splits;
-        split = (int)blockIdx.z - b * p.max_splits;
-        kh = (int)blockIdx.y;
-        final_out = request_splits(p, sched, b) == 1;
+        const int32_t *pc =
+            (const int32_t *)((const uint8_t *)p.workspace + p.ws_pieces + 16u * blockIdx.z);
+        const int slot = ld_volatile_s32(pc + 3);
+        final_out = slot < 0;
+        base = final_out ? ld_volatile_s32(pc) : slot;
     }
 
-    /* Row index into out ([b][qi][h]) or the partials ([b][split][qi][h])
-     * of packed row `row` (< p.rows). */
+    /* Row index into out ([b][qi][h]) or the partials ([slot][qi][h]) of
+     * packed row `row` (< p.rows). */
     MLA_DEV int64_t index(const mla_decode_params &p, int row, int &qi, int &h) const
     {
         qi = row / p.heads_per_kv;
-        h = kh * p.heads_per_kv + (row - qi * p.heads_per_kv);
-        return final_out ? ((int64_t)b * p.q_len + qi) * p.h_q + h
-                         : (((int64_t)b * p.max_splits + split) * p.q_len + qi) * p.h_q + h;
+        h = (int)blockIdx.y * p.heads_per_kv + (row - qi * p.heads_per_kv);
+        return ((int64_t)base * p.q_len + qi) * p.h_q + h;
     }
 
     /* The row's LSE from its log2-domain max m and full sum l. */
@@ -49,7 +49,7 @@ struct OutTarget {
         const int64_t i = index(p, row, qi, h);
         if (final_out) {
             if (p.lse)
-                ((float *)p.lse)[((int64_t)b * p.h_q + h) * p.q_len + qi] =
+                ((float *)p.lse)[((int64_t)base * p.h_q + h) * p.q_len + qi] =
                     l > 0.0f ? (m + log2f(l)) * 0.69314718055994530942f
                              : __int_as_float(0x7f800000);
         } else {
@@ -78,11 +78,11 @@ MLA_DEV float inv_sum(const mla_decode_params &p, float l)
  * columns 256 ch + 8 nt + 2 tq (+1); m: the rows' running maxima (log2
  * units), l: their full softmax sums.
  */
-MLA_DEV void write_output(const mla_decode_params &p, uint32_t sched, const float (&o)[32][4],
+MLA_DEV void write_output(const mla_decode_params &p, const float (&o)[32][4],
                           const float (&m)[2], const float (&l)[2], int row0, uint32_t ch,
                           uint32_t tq)
 {
-    const OutTarget out(p, sched);
+    const OutTarget out(p);
     const int rowc = (int)blockIdx.x * p.block_m + row0;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -113,10 +113,10 @@ MLA_DEV void write_output(const mla_decode_params &p, uint32_t sched, const floa
  * st + n * stride, 512 floats) to out or the partials, by `nthreads`
  * threads with 16-byte reads; LSE is the caller's (write_lse).
  */
-MLA_DEV void write_staged_rows(const mla_decode_params &p, uint32_t sched, uint32_t st,
+MLA_DEV void write_staged_rows(const mla_decode_params &p, uint32_t st,
                                uint32_t stride, int nrows, uint32_t tid, uint32_t nthreads)
 {
-    const OutTarget out(p, sched);
+    const OutTarget out(p);
     const int rowc = (int)blockIdx.x * p.block_m;
     for (uint32_t k = tid; k < (uint32_t)nrows * 128u; k += nthreads) {
         const int n = (int)(k >> 7);

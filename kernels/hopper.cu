@@ -1,7 +1,7 @@
 /*
  * hopper.cu - the sm_90a MLA decode kernels: TMA loads, FP8 -> BF16
  * conversion and wgmma, in three layouts.  One CTA computes the packed
- * query rows of one (request, KV head, split) over that split's 64-key
+ * query rows of one (request, KV head, piece) over that piece's 64-key
  * tiles; the work split is the scheduler's (schedule.cuh), the output the
  * same as the portable kernels' (epilogue.cuh), so mla_combine serves all.
  *
@@ -95,10 +95,12 @@ namespace hopper {
 
 /* Registers per thread of each role; 2 x consumers + converter + loader =
  * 4 x 128, the entry allocation of 512 threads.  The converter warpgroup
- * holds a few FP8 rows at a time (wide) or only writes Q (narrow). */
-struct Regs {
-    static constexpr int kConsumer = 208;
-    static constexpr int kCvt = 56;
+ * holds a few FP8 rows at a time (wide FP8) or only writes Q (narrow
+ * FP8, whose consumers convert in registers and get its share). */
+template <bool CVT_LIGHT>
+struct RegsT {
+    static constexpr int kConsumer = CVT_LIGHT ? 216 : 208;
+    static constexpr int kCvt = CVT_LIGHT ? 40 : 56;
     static constexpr int kLoad = 40;
     static_assert(2 * kConsumer + kCvt + kLoad == 512, "register budget");
 };
@@ -138,24 +140,24 @@ MLA_DEV void init_barriers(const Cta &c)
 template <int FMT, bool NARROW, bool PAIR = false>
 MLA_DEV void decode(const mla_hopper_params &hp)
 {
-    using R = Regs;
+    using R = RegsT<kFp8Direct<FMT, NARROW>>;
     const mla_decode_params &p = hp.p;
     if (threadIdx.x == 0) {
         MLA_STAMP(0);
         MLA_STAMP_NS(0);
     }
-    griddep_wait(); /* the scheduler's status, splits and tiles; Q, the cache */
+    griddep_wait(); /* the schedule; Q, the cache */
     if (threadIdx.x == 0)
         MLA_STAMP(1);
-    Cta c0;
-    if (p.self_schedule && launch_matches<FMT, NARROW, PAIR>(p)) {
-        layout<FMT, NARROW, PAIR>(p, c0);
-        self_schedule(p, kBN, c0.sched());
-    }
     /* Both CTAs of a pair take the same branch: they differ only in the
-     * M tile, and so share the request, split and tiles. */
-    if (!setup<FMT, NARROW, PAIR>(p, c0))
+     * M tile, and so share the request, piece and tiles. */
+    if (!launch_matches<FMT, NARROW, PAIR>(p) || !cta_has_work(p)) {
+        if (threadIdx.x == 0)
+            report_bad_call(p);
         return;
+    }
+    Cta c0;
+    layout<FMT, NARROW, PAIR>(p, c0);
     if (threadIdx.x == 0)
         init_barriers<FMT, NARROW, PAIR>(c0);
     MLA_TRACE_ZERO(threadIdx.x);

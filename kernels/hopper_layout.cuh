@@ -30,12 +30,11 @@ constexpr uint32_t kChunk = 8192, kTile = MLA_HOPPER_TILE_BYTES;
  *   flags       136  one word per consumer warpgroup
  *   merge[3]    144  narrow FP8: the warpgroups' merge steps; wide: the
  *                    BF16 hand-overs to WG 1 and to WG 0, the final sums
- *   sched       224  self-scheduling's decision (schedule.cuh, 16 bytes)
  * Narrow FP8 converts nothing and keeps two words of the Q tile where the
  * converted barriers are: the writers' maxima (4 words) at qmax, the
  * factor that undoes the f16 tile's scaling at qscale. */
 constexpr uint32_t kBarLoaded = 0, kBarFree = 40, kBarQ = 80, kBarConverted = 88,
-                   kFlags = 136, kBarMerge = 144, kSched = 224;
+                   kFlags = 136, kBarMerge = 144;
 constexpr uint32_t kQMax = kBarConverted, kQScale = kBarConverted + 16;
 constexpr uint32_t kBarToWg1 = kBarMerge, kBarToWg0 = kBarMerge + 8, kBarSums = kBarMerge + 16;
 /* Chunk groups the wide converter releases one by one (QK starts on the
@@ -102,7 +101,6 @@ struct Cta : CtaWork {
     MLA_DEV uint32_t scales(uint32_t s) const { return sscl + s * scl_stride; }
     /* loaded (full) and free (empty) barriers of the stage ring */
     MLA_DEV Pipe pipe() const { return Pipe{bars + kBarLoaded, bars + kBarFree}; }
-    MLA_DEV uint32_t sched() const { return bars + kSched; }
 };
 
 /*
@@ -187,7 +185,7 @@ MLA_DEV bool setup(const mla_decode_params &p, Cta &c)
     if (!launch_matches<FMT, NARROW, PAIR>(p))
         return false;
     layout<FMT, NARROW, PAIR>(p, c);
-    return cta_work(p, kBN, c.sched(), c);
+    return cta_work(p, kBN, c);
 }
 
 } /* namespace hopper */

@@ -228,9 +228,9 @@ struct NarrowConsumer {
                 }
             }
         bar_sync(kNbSum, 256);
-        write_staged_rows(p, c.sched(), stg0, kStageRow, c.rows_here, tid, 256u);
+        write_staged_rows(p, stg0, kStageRow, c.rows_here, tid, 256u);
         if (wg == 0 && w == 0 && g == 0) {
-            const OutTarget out(p, c.sched());
+            const OutTarget out(p);
 #pragma unroll
             for (int r = 0; r < 4; r++)
                 if (column(r) < c.rows_here)

@@ -721,9 +721,9 @@ struct NarrowFp8Consumer {
             }
             merge_sync(2u - (uint32_t)pass);
         }
-        write_staged_rows(p, c.sched(), stg0, kStageRow, c.rows_here, tid, 256u);
+        write_staged_rows(p, stg0, kStageRow, c.rows_here, tid, 256u);
         if (wg == 0 && w == 0 && g == 0) {
-            const OutTarget out(p, c.sched());
+            const OutTarget out(p);
 #pragma unroll
             for (int r = 0; r < 4; r++)
                 if (narrow_column(r, t) < c.rows_here)

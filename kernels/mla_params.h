@@ -31,10 +31,22 @@
 /* Rows (packed q_len x heads-per-KV-head) per CTA M tile. */
 #define MLA_BLOCK_M 64
 
-/* Workspace header: int32 status word at offset 0, padded to 256 bytes. */
+/* Workspace header: the status word, the schedule's identity and its
+ * piece count (struct mla_ws_header), padded to 256 bytes. */
 #define MLA_WS_HEADER_BYTES 256
+/* "MLAW": a header some decode or schedule call has written. */
+#define MLA_WS_MAGIC 0x57414c4du
 
-/* Workspace layout: see the kernel section below. */
+struct mla_ws_header {
+    int32_t status;            /* mla_status_t verdict of the last schedule or decode */
+    uint32_t magic;            /* MLA_WS_MAGIC */
+    uint32_t plan_tag;         /* mla_decode_params.plan_tag of the plan that wrote it */
+    int32_t num_pieces;        /* pieces in ws_pieces */
+    uint64_t block_table;      /* the arguments the schedule was made for */
+    int64_t num_pages;
+    int32_t max_pages_per_seq;
+    int32_t reserved;
+};
 
 /* Parameters of the scheduler, decode and combine kernels. */
 struct mla_decode_params {
@@ -43,11 +55,11 @@ struct mla_decode_params {
     uint64_t kv;          /* [num_pages, page_size, h_kv, row_bytes] */
     uint64_t scales;      /* fp32 [num_pages, page_size, h_kv, scales_per_row] or 0 */
     uint64_t block_table; /* int32 [batch, max_pages_per_seq] */
-    uint64_t seq_lens;    /* int32 [batch] */
+    uint64_t seq_lens;    /* int32 [batch]; read by mla_schedule only */
     uint64_t out;         /* bf16 [batch, q_len, h_q, 512] */
     uint64_t lse;         /* fp32 [batch, h_q, q_len] or 0 */
     uint64_t workspace;   /* base of the workspace */
-    uint64_t ws_splits, ws_tiles, ws_oaccum, ws_lseaccum; /* byte offsets */
+    uint64_t ws_lens, ws_reqs, ws_pieces, ws_oaccum, ws_lseaccum; /* byte offsets */
     int64_t num_pages;
 
     /* Shape. */
@@ -69,11 +81,13 @@ struct mla_decode_params {
     /* Tiling and schedule. */
     int32_t block_n;       /* keys per KV tile: 32 or 64 */
     int32_t num_stages;    /* shared-memory stages, 1..MLA_MAX_STAGES */
-    int32_t max_splits;    /* grid.z = batch * max_splits */
-    int32_t target_ctas;   /* CTAs the scheduler aims to fill (SMs x occupancy) */
-    int32_t min_split_tiles; /* fewest KV tiles per split the scheduler makes (>= 1) */
-    int32_t self_schedule; /* non-zero: no mla_schedule; each decode CTA decides
-                              (schedule.cuh self_schedule()) */
+    int32_t parts;         /* P: equal shares of the work, one per resident
+                              group of m_blocks x h_kv CTAs */
+    int32_t max_pieces;    /* decode grid.z: batch + parts - 1 */
+    int32_t piece_cost;    /* fixed cost of a piece, in KV tiles */
+    int32_t min_piece_tiles; /* fewest KV tiles a split piece gets (>= 1) */
+    uint32_t plan_tag;     /* identifies the schedule layout (mla_ws_header) */
+    int32_t sched_ctas;    /* mla_schedule's grid: 1, or 1 + page-checking CTAs */
 
     /* Scales. */
     float score_scale_log2; /* softmax_scale * kv_scale * log2(e); DS_MLA RoPE is
@@ -103,34 +117,47 @@ struct mla_append_params {
  * scheduled early: its griddepcontrol.wait still waits for this grid to
  * complete and for its memory operations to be visible.
  *
- * mla_schedule (kernels/schedule.cu), struct mla_decode_params
- *   grid (mla_schedule_ctas(batch)), block 128, no dynamic smem.
- *   Needs the status word zeroed first (cuMemsetD32Async of 1 word).
- *   Validates every request (0 <= len <= min(max_seq_len,
- *   max_pages_per_seq * page_size), block-table entries of the pages
- *   [0, ceil(len / page_size)) in [0, num_pages)) and on failure stores
- *   MLA_STATUS_OUT_OF_BOUNDS (7) in the status word; writes ws_splits[b]
- *   and ws_tiles[b] (below).  Reads only seq_lens and block_table.
+ * mla_schedule_pieces (kernels/schedule.cu), struct mla_decode_params
+ *   grid (sched_ctas), block MLA_SCHEDULE_THREADS, no dynamic smem.
+ *   CTA 0 reads every length once, checks 0 <= len <= min(max_seq_len,
+ *   max_pages_per_seq * page_size), keeps the lengths it read (ws_lens)
+ *   and cuts the step's work into pieces (below); the block-table entries
+ *   of the pages [0, ceil(len / page_size)) must lie in [0, num_pages).
+ *   With sched_ctas == 1, CTA 0 checks those entries too and writes the
+ *   whole header, status included.  With more CTAs, CTAs 1.. check the
+ *   entries, and the host zeroes the status word first (a 1-word memset):
+ *   every CTA that finds bad input stores MLA_STATUS_OUT_OF_BOUNDS there.
+ *
+ *   The pieces: each non-empty request costs its KV tiles plus piece_cost,
+ *   the requests are laid end to end and the line is cut into `parts`
+ *   equal lengths (one per resident group of CTAs), so every group gets
+ *   an equal share however the lengths mix.  A cut inside a request
+ *   splits it; a cut that would leave fewer than min_piece_tiles tiles on
+ *   either side of it is dropped.  Each piece (request, KV tiles [t0, t1),
+ *   partial slot) is one decode grid slice; pieces are stored largest
+ *   first, so the hardware's in-order dispatch packs the small ones last.
+ *   At most batch + parts - 1 pieces (= max_pieces) and 2 (parts - 1)
+ *   split pieces (the partial slots).
  *
  * mla_decode_<f>_n<BN> (kernels/decode.cu), struct mla_decode_params
  *   f in {bf16, e4m3, dsmla} (MLA_FMT_*), BN = block_n in {32, 64}.
- *   grid (m_blocks, h_kv, batch * max_splits); gridDim.z <= 65535, so
- *     the host keeps batch * max_splits <= 65535;
- *   block MLA_DECODE_THREADS (512);
+ *   grid (m_blocks, h_kv, max_pieces); block MLA_DECODE_THREADS (512);
  *   dynamic smem mla_decode_smem_bytes(f, BN, num_stages, spr), with
  *     1 <= num_stages <= MLA_MAX_STAGES (mla_decode_auto_stages() gives
  *     the most that fit); the host raises
  *     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES per kernel;
- *   PDL: may be launched as a programmatic dependent of mla_schedule;
+ *   PDL: may be launched as a programmatic dependent of mla_schedule (or
+ *     of any kernel, when the schedule was made by an earlier call);
  *     it issues launch_dependents for mla_combine.
- *   A CTA exits at once (writing nothing) if the status word is not 0 or
- *   its split >= ws_splits[b].  With ws_splits[b] == 1 it writes out and
- *   lse; otherwise ws_oaccum / ws_lseaccum of its split.
- *   With self_schedule set there is no mla_schedule and no memset: every
- *   CTA validates the whole call and computes its request's split itself
- *   (kernels/schedule.cuh); the first CTA of request b writes ws_splits[b]
- *   and ws_tiles[b], CTA (0, 0, 0) the status word, so that mla_combine
- *   and mla_workspace_status see the same as after mla_schedule.
+ *   CTA (x, y, z) runs piece z (M tile x, KV head y) unless the header is
+ *   not this call's (magic, plan_tag, block_table, num_pages or
+ *   max_pages_per_seq differ: CTA (0, 0, 0) then records
+ *   MLA_STATUS_INVALID_ARGUMENT), the status word is not 0, or z >=
+ *   num_pieces; such CTAs write nothing else.  A piece with partial slot
+ *   -1 writes out and lse, otherwise its slot of ws_oaccum / ws_lseaccum.
+ *   Page numbers read from the block table are clamped into the cache, so
+ *   entries changed after the schedule checked them cannot move a read
+ *   outside it.
  *   Needs kv_format == f, block_n == BN, 16-byte aligned q and kv,
  *   scales != 0 iff scales_per_row > 0 (E4M3 with a scale block).
  *
@@ -138,46 +165,37 @@ struct mla_append_params {
  *   grid (batch * q_len, ceil(h_q / 4), MLA_COMBINE_COL_BLOCKS), block
  *   128 (one warp per head and 128-column block),
  *   no dynamic smem; PDL: launched as a programmatic dependent of the
- *   decode kernel.  Skips requests with ws_splits[b] == 1; exits if the
- *   status word is not 0.
+ *   decode kernel.  Exits if the status word is not 0; writes zeros and
+ *   LSE +inf for requests with no piece (length 0), merges the partial
+ *   slots of split requests, skips the rest.
  *
  * mla_append (kernels/append.cu), struct mla_append_params
  *   grid (n, h_kv), block 64, no dynamic smem, no PDL requirement.
  *   Skips rows with slot < 0 or slot >= num_pages * page_size.
  *
  * Workspace (byte offsets in the params, each 256-byte aligned):
- *   [0, 4)      int32 status, zeroed by the host before mla_schedule
- *               (self-scheduled: written by the decode kernel)
- *   ws_splits   int32 [batch]  splits of request b (>= 1), by mla_schedule
- *   ws_tiles    int32 [batch]  KV tiles per split of request b (0 if len 0)
- *   ws_oaccum   fp32 [batch, max_splits, q_len, h_q, 512]: the split's O
- *               divided by its own softmax sum, times out_scale (0 when
- *               the split saw no key)
- *   ws_lseaccum fp32 [batch, max_splits, q_len, h_q]: the split's
- *               log2-domain LSE, m + log2(l) over scores times
- *               score_scale_log2; -inf when it saw no key
- *   Split s of request b covers KV tiles [s * tiles, min((s + 1) * tiles,
- *   ceil(len / BN))) of BN keys.
+ *   [0, 256)    struct mla_ws_header
+ *   ws_lens     int32 [batch]: the lengths the schedule read
+ *   ws_reqs     int2 [batch]: request b's piece count and first partial
+ *               slot (-1 unless it has more than one piece)
+ *   ws_pieces   int4 [max_pieces]: (request, t0, t1, partial slot or -1)
+ *   ws_oaccum   fp32 [2 (parts - 1) or 1, q_len, h_q, 512]: a split
+ *               piece's O divided by its own softmax sum, times out_scale
+ *               (0 when it saw no key); the slots of one request are
+ *               consecutive, in key order
+ *   ws_lseaccum fp32 [the same slots, q_len, h_q]: the piece's log2-domain
+ *               LSE, m + log2(l) over scores times score_scale_log2; -inf
+ *               when it saw no key
  */
 #define MLA_DECODE_THREADS 512 /* warps 0-7 MMA, 8-11 convert, 12 load, 13-15 idle */
-#define MLA_MAX_SPLITS 64
-/* Fewest KV tiles per split by default, and the most MLA_SPLIT_MIN_TILES
- * may ask for. */
-#define MLA_SPLIT_MIN_TILES 2
-#define MLA_MAX_SPLIT_MIN_TILES 64
+#define MLA_SCHEDULE_THREADS 1024
+/* Defaults of the schedule's tuning: the fixed cost of a piece (Q load,
+ * pipeline fill, partial write and combine) in KV tiles, and the fewest
+ * tiles on either side of a cut. */
+#define MLA_PIECE_COST 2
+#define MLA_MIN_PIECE_TILES 2
 #define MLA_MAX_STAGES 4
 #define MLA_COMBINE_COL_BLOCKS 4 /* mla_combine's grid.z: 128 columns each */
-
-/* Scheduler CTAs: each reads every length once (to size the splits), so
- * their number is capped; one warp per request, requests b = 4 *
- * blockIdx.x + warp, then strided by 4 * gridDim.x.  Any grid size >= 1
- * is correct; this one gives every request its own warp up to 2048. */
-#define MLA_SCHEDULE_MAX_CTAS 512
-MLA_HD uint32_t mla_schedule_ctas(int32_t batch)
-{
-    int32_t n = (batch + 3) / 4;
-    return n < 1 ? 1u : n > MLA_SCHEDULE_MAX_CTAS ? (uint32_t)MLA_SCHEDULE_MAX_CTAS : (uint32_t)n;
-}
 
 /* Shared memory of one padded BF16 row (576 bf16 + 16 bytes of padding). */
 #define MLA_SMEM_ROW_BF16 (MLA_D_QK * 2 + 16)

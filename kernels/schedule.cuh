@@ -1,9 +1,9 @@
 /*
- * schedule.cuh - the scheduler's decisions (kernels/schedule.cu) as a
- * decode CTA reads them: which request, KV head, split and KV tiles it
- * covers, and which packed query rows.  Shared by every decode kernel
- * family, so they all split the same way and the combine kernel does not
- * care which one ran.
+ * schedule.cuh - the schedule (kernels/schedule.cu) as a decode CTA
+ * reads it: which request, KV head, piece and KV tiles it covers, and
+ * which packed query rows.  Shared by every decode kernel family, so they
+ * all split the same way and the combine kernel does not care which one
+ * ran.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -16,9 +16,11 @@
 
 namespace mla {
 
-/* The work of one CTA: grid (m_blocks, h_kv, batch * max_splits). */
+/* The work of one CTA: grid (m_blocks, h_kv, max_pieces), piece z =
+ * blockIdx.z of the schedule (kernels/schedule.cu). */
 struct CtaWork {
-    int b, kh, split, nsplit;
+    int b, kh;
+    int slot;      /* partial slot of a split piece, -1: write out/lse */
     int len;       /* keys of request b */
     int t0, t1;    /* KV tiles [t0, t1) of block_n keys */
     int m_base;    /* first packed row */
@@ -35,7 +37,26 @@ MLA_DEV int ld_volatile_s32(const int32_t *p)
     return v;
 }
 
-/* ---- the split choice, shared by mla_schedule and self-scheduling ---- */
+MLA_DEV long long ld_volatile_s64(const void *p)
+{
+    long long v;
+    asm volatile("ld.global.s64 %0, [%1];" : "=l"(v) : "l"(p));
+    return v;
+}
+
+MLA_DEV int4 ld_volatile_v4(const void *p)
+{
+    int4 v;
+    asm volatile("ld.global.v4.s32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+MLA_DEV mla_ws_header *ws_header(const mla_decode_params &p)
+{
+    return (mla_ws_header *)p.workspace;
+}
 
 /* Longest valid length: the plan's bound and the block table's. */
 MLA_DEV long long len_limit(const mla_decode_params &p)
@@ -44,27 +65,13 @@ MLA_DEV long long len_limit(const mla_decode_params &p)
     return cap_pages < p.max_seq_len ? cap_pages : (long long)p.max_seq_len;
 }
 
-/* Splits *ns and tiles per split *tps of a request of len > 0 keys, out
- * of a batch of `total` KV tiles: the request's share of one wave of
- * target_ctas CTAs, rounded down, so the grid holds at most one wave (a
- * few CTAs past it would run as a second wave, as long as the first) but
- * for requests too short for a share of their own.  At least one split,
- * at most max_splits, and at least min_split_tiles tiles each (each extra
- * split costs a 512-wide fp32 partial per row and a longer combine).  No
- * split is left empty. */
-MLA_DEV void split_request(const mla_decode_params &p, int len, int bn, long long total,
-                           int &ns, int &tps)
+/* Page number `i` of a block-table row, clamped into the cache: the
+ * schedule checked the entries, but they live in caller memory that could
+ * change before a later decode reads them again. */
+MLA_DEV int page_at(const mla_decode_params &p, const int32_t *bt, int i)
 {
-    const long long per_split = (long long)p.m_blocks * p.h_kv;
-    const long long wave = p.target_ctas / (per_split > 0 ? per_split : 1);
-    const long long nt = (len + bn - 1) / bn;
-    const long long by_size = nt / (p.min_split_tiles > 1 ? p.min_split_tiles : 1);
-    long long s = total > 0 ? nt * wave / total : 1;
-    s = s < by_size ? s : by_size;
-    s = s < p.max_splits ? s : (long long)p.max_splits;
-    s = s < 1 ? 1 : s;
-    tps = (int)((nt + s - 1) / s);
-    ns = (int)((nt + tps - 1) / tps);
+    const long long last = p.num_pages - 1 < 0x7fffffffLL ? p.num_pages - 1 : 0x7fffffffLL;
+    return (int)min((uint32_t)bt[i], (uint32_t)last); /* negative: huge, clamped too */
 }
 
 /* Whether this lane finds a block-table entry of request b (len keys,
@@ -81,107 +88,68 @@ MLA_DEV bool bad_pages(const mla_decode_params &p, int b, int len, uint32_t lane
     return bad;
 }
 
-/*
- * Self-scheduling (p.self_schedule, small batches): every decode CTA
- * makes mla_schedule's decision itself, so a call is two launches and no
- * memset.  Each CTA validates every request (the host allows it only
- * while that is a few thousand block-table entries) so that all of them
- * agree, before anything is written, on whether the call is valid.  The
- * decision stays in four words of the CTA's shared memory (`slot`, in its
- * barrier block); the first CTA of each request also stores its split and
- * tile counts in the workspace for mla_combine, and CTA (0, 0, 0) the
- * status word, which so needs no zeroing.  Called by every thread of the
- * CTA, before the warp roles split.
- */
-constexpr uint32_t kSchedStatus = 0, kSchedSplits = 4, kSchedTiles = 8, kSchedTotal = 12;
-
-MLA_DEV void self_schedule(const mla_decode_params &p, int bn, uint32_t slot)
+/* Whether the workspace holds a schedule made by this plan's layout for
+ * this call's cache and block table (mla_decode_scheduled may be handed
+ * other ones). */
+MLA_DEV bool schedule_matches(const mla_decode_params &p)
 {
-    const uint32_t lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-    const int32_t *lens = (const int32_t *)p.seq_lens;
-    if (threadIdx.x == 0)
-        sts32(slot + kSchedTotal, 0u);
-    __syncthreads();
-    const long long limit = len_limit(p);
-    bool bad = false;
-    uint32_t tiles = 0;
-    for (int b = (int)warp; b < p.batch; b += (int)nwarps) {
-        const int len = lens[b];
-        if (len < 0 || len > limit) {
-            bad = true;
-            continue;
-        }
-        tiles += (uint32_t)((len + bn - 1) / bn);
-        bad |= bad_pages(p, b, len, lane);
-    }
-    /* The host bounds batch x tiles far below 2^32. */
-    if (lane == 0 && tiles)
-        asm volatile("red.shared.add.u32 [%0], %1;" ::"r"(slot + kSchedTotal), "r"(tiles)
-                     : "memory");
-    const bool any_bad = __syncthreads_or(bad) != 0;
-    if (threadIdx.x == 0) {
-        const int b = (int)blockIdx.z / p.max_splits;
-        const int len = lens[b];
-        int ns = 1, tps = 0;
-        if (!any_bad && len > 0)
-            split_request(p, len, bn, lds32(slot + kSchedTotal), ns, tps);
-        const int status = any_bad ? (int)MLA_STATUS_OUT_OF_BOUNDS : 0;
-        sts32(slot + kSchedStatus, (uint32_t)status);
-        sts32(slot + kSchedSplits, (uint32_t)ns);
-        sts32(slot + kSchedTiles, (uint32_t)tps);
-        if (blockIdx.x == 0 && blockIdx.y == 0 && (int)blockIdx.z == b * p.max_splits) {
-            uint8_t *ws = (uint8_t *)p.workspace;
-            ((int32_t *)(ws + p.ws_splits))[b] = ns;
-            ((int32_t *)(ws + p.ws_tiles))[b] = tps;
-            if (b == 0)
-                *(int32_t *)ws = status;
-        }
-    }
-    __syncthreads();
-}
-
-/* Splits of this CTA's request: from the CTA's own decision (`slot`) when
- * self-scheduled, else from mla_schedule's.  Read where needed rather than
- * kept live. */
-MLA_DEV int request_splits(const mla_decode_params &p, uint32_t slot, int b)
-{
-    if (p.self_schedule)
-        return (int)lds32(slot + kSchedSplits);
-    return ld_volatile_s32((const int32_t *)((const uint8_t *)p.workspace + p.ws_splits) + b);
+    mla_ws_header *h = ws_header(p);
+    return (uint32_t)ld_volatile_s32((const int32_t *)&h->magic) == MLA_WS_MAGIC &&
+           (uint32_t)ld_volatile_s32((const int32_t *)&h->plan_tag) == p.plan_tag &&
+           (uint64_t)ld_volatile_s64(&h->block_table) == p.block_table &&
+           ld_volatile_s64(&h->num_pages) == p.num_pages &&
+           ld_volatile_s32(&h->max_pages_per_seq) == p.max_pages_per_seq;
 }
 
 /*
- * Fills w; false if the CTA has nothing to do (bad input anywhere, or a
- * split past its request's split count).  Uniform over the CTA.  Reads
- * the decision of self_schedule() in `slot`, or the workspace mla_schedule
- * wrote (so after griddep_wait), and seq_lens.
+ * Whether this CTA has work: the workspace holds this call's schedule
+ * (schedule_matches), which recorded no bad input, and has a piece z =
+ * blockIdx.z.  Uniform over the CTA; checked once, before the warp roles
+ * split (nothing writes the header while the grid runs, but for
+ * report_bad_call's status word, which only a CTA that finds no match
+ * writes).
  */
-MLA_DEV bool cta_work(const mla_decode_params &p, int bn, uint32_t slot, CtaWork &w)
+MLA_DEV bool cta_has_work(const mla_decode_params &p)
+{
+    mla_ws_header *h = ws_header(p);
+    return schedule_matches(p) && ld_volatile_s32(&h->status) == 0 &&
+           (int)blockIdx.z < ld_volatile_s32(&h->num_pieces);
+}
+
+/* Called by one thread of CTA (0, 0, 0) when it found nothing to do: if
+ * that is because the schedule of this plan's layout in the workspace was
+ * made for another cache or block table, the call was invalid; record it
+ * for mla_workspace_status (and nothing runs on this workspace until the
+ * next schedule).  A workspace that holds no schedule of this layout at
+ * all is reported by mla_workspace_status itself. */
+MLA_DEV void report_bad_call(const mla_decode_params &p)
+{
+    if (blockIdx.x | blockIdx.y | blockIdx.z)
+        return;
+    mla_ws_header *h = ws_header(p);
+    if ((uint32_t)ld_volatile_s32((const int32_t *)&h->magic) == MLA_WS_MAGIC &&
+        (uint32_t)ld_volatile_s32((const int32_t *)&h->plan_tag) == p.plan_tag &&
+        !schedule_matches(p))
+        h->status = (int32_t)MLA_STATUS_INVALID_ARGUMENT;
+}
+
+/*
+ * Fills w from piece blockIdx.z of the schedule, for a CTA that
+ * cta_has_work(); returns true.  Every role calls it on its own after its
+ * setmaxnreg, so it reloads rather than keeps these values.
+ */
+MLA_DEV bool cta_work(const mla_decode_params &p, int bn, CtaWork &w)
 {
     const uint8_t *ws = (const uint8_t *)p.workspace;
-    w.b = (int)blockIdx.z / p.max_splits;
-    w.split = (int)blockIdx.z - w.b * p.max_splits;
+    const int4 pc = ld_volatile_v4(ws + p.ws_pieces + 16u * blockIdx.z);
+    w.b = pc.x;
+    w.t0 = pc.y;
+    w.t1 = pc.z;
+    w.slot = pc.w;
     w.kh = (int)blockIdx.y;
-    int tps;
-    if (p.self_schedule) {
-        if (lds32(slot + kSchedStatus) != 0)
-            return false; /* bad input somewhere: write nothing */
-        w.nsplit = (int)lds32(slot + kSchedSplits);
-        tps = (int)lds32(slot + kSchedTiles);
-    } else {
-        if (ld_volatile_s32((const int32_t *)ws) != 0)
-            return false;
-        w.nsplit = ld_volatile_s32((const int32_t *)(ws + p.ws_splits) + w.b);
-        tps = ld_volatile_s32((const int32_t *)(ws + p.ws_tiles) + w.b);
-    }
-    if (w.split >= w.nsplit)
-        return false;
-    w.len = ld_volatile_s32((const int32_t *)p.seq_lens + w.b);
-    const int ntiles = (w.len + bn - 1) / bn;
+    w.len = ld_volatile_s32((const int32_t *)(ws + p.ws_lens) + w.b);
     w.m_base = (int)blockIdx.x * p.block_m;
     w.rows_here = min(p.block_m, p.rows - w.m_base);
-    w.t0 = w.split * tps;
-    w.t1 = min(w.t0 + tps, ntiles);
     if (p.causal) {
         /* The last valid row sees the most keys; later tiles are all
          * masked for this CTA. */

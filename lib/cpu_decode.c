@@ -23,12 +23,26 @@
  * thread whatever the sequence length. */
 #define CHUNK_KEYS 64
 
+/* The workspace: the header, then the lengths a schedule kept (what
+ * mla_decode_scheduled uses). */
 size_t mla__cpu_workspace_bytes(const struct mla_shape *s, int32_t batch, int32_t max_seq_len)
 {
     (void)s;
-    (void)batch;
     (void)max_seq_len;
-    return MLA_WS_HEADER_BYTES; /* only the status word */
+    return MLA_WS_HEADER_BYTES + (size_t)batch * sizeof(int32_t);
+}
+
+/* What a CPU plan's schedules depend on: the batch (FNV-1a, never 0). */
+uint32_t mla__cpu_sched_tag(const mla_plan_t *plan)
+{
+    uint32_t h = 2166136261u;
+    const uint32_t v[] = {(uint32_t)plan->batch, (uint32_t)plan->max_seq_len, 0x435055u};
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        for (int k = 0; k < 4; k++) {
+            h ^= (v[i] >> (8 * k)) & 0xffu;
+            h *= 16777619u;
+        }
+    return h ? h : 1u;
 }
 
 /* Everything the workers share, read-only once they start. */
@@ -284,11 +298,20 @@ static mla_status_t validate(const mla_plan_t *plan, const struct mla_decode_arg
     return MLA_STATUS_SUCCESS;
 }
 
-static void set_status_word(const struct mla_decode_args *a, mla_status_t st)
+/* The workspace header as the GPU's schedule leaves it. */
+static void write_header(const mla_plan_t *plan, const struct mla_decode_args *a,
+                         mla_status_t st)
 {
-    int32_t w = (int32_t)st;
-    if (a->workspace && a->workspace_size >= sizeof w)
-        memcpy(a->workspace, &w, sizeof w);
+    struct mla_ws_header h;
+    memset(&h, 0, sizeof(h));
+    h.status = (int32_t)st;
+    h.magic = MLA_WS_MAGIC;
+    h.plan_tag = plan->sched_tag;
+    h.num_pieces = plan->batch;
+    h.block_table = (uint64_t)(uintptr_t)a->block_table;
+    h.num_pages = a->num_pages;
+    h.max_pages_per_seq = a->max_pages_per_seq;
+    memcpy(a->workspace, &h, sizeof(h));
 }
 
 mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_args *a, char *err)
@@ -306,7 +329,7 @@ mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_arg
                          (int)s->scale_block);
     st = validate(plan, a, err);
     if (st != MLA_STATUS_SUCCESS) {
-        set_status_word(a, st);
+        write_header(plan, a, st);
         return st;
     }
 
@@ -364,6 +387,45 @@ mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_arg
     for (t = 0; t < nthreads; t++)
         scratch_free(&w[t].sc);
     free(w);
-    set_status_word(a, MLA_STATUS_SUCCESS);
+    write_header(plan, a, MLA_STATUS_SUCCESS);
     return MLA_STATUS_SUCCESS;
+}
+
+/* mla_schedule: the checks of a decode, and the lengths kept. */
+mla_status_t mla__cpu_schedule(const mla_plan_t *plan, const struct mla_decode_args *a, char *err)
+{
+    const mla_status_t st = validate(plan, a, err);
+    if (st == MLA_STATUS_SUCCESS)
+        memcpy((uint8_t *)a->workspace + MLA_WS_HEADER_BYTES, a->seq_lens,
+               (size_t)plan->batch * sizeof(int32_t));
+    write_header(plan, a, st);
+    return st;
+}
+
+/* mla_decode_scheduled: a decode over the lengths the schedule kept, if
+ * the workspace holds a good schedule for this call's block table. */
+mla_status_t mla__cpu_decode_scheduled(const mla_plan_t *plan, const struct mla_decode_args *a,
+                                       char *err)
+{
+    struct mla_ws_header h;
+    memcpy(&h, a->workspace, sizeof(h));
+    if (h.magic != MLA_WS_MAGIC || h.plan_tag != plan->sched_tag ||
+        h.block_table != (uint64_t)(uintptr_t)a->block_table || h.num_pages != a->num_pages ||
+        h.max_pages_per_seq != a->max_pages_per_seq) {
+        h.status = (int32_t)MLA_STATUS_INVALID_ARGUMENT;
+        h.magic = MLA_WS_MAGIC;
+        h.plan_tag = plan->sched_tag;
+        memcpy(a->workspace, &h, sizeof(h));
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
+                         "mla_decode_scheduled: the workspace holds no schedule of this plan's "
+                         "layout for this block_table, max_pages_per_seq and num_pages "
+                         "(mla_schedule)");
+    }
+    if (h.status != MLA_STATUS_SUCCESS)
+        return mla__fail(err, (mla_status_t)h.status,
+                         "mla_decode_scheduled: the schedule in the workspace recorded %s",
+                         mla_status_string((mla_status_t)h.status));
+    struct mla_decode_args b = *a;
+    b.seq_lens = (const int32_t *)((const uint8_t *)a->workspace + MLA_WS_HEADER_BYTES);
+    return mla__cpu_decode(plan, &b, err);
 }

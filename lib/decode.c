@@ -1,17 +1,93 @@
-/* decode.c - argument validation and dispatch of mla_decode() and
- * mla_workspace_status().
+/* decode.c - argument validation and dispatch of mla_decode(),
+ * mla_schedule(), mla_decode_scheduled() and mla_workspace_status().
  * SPDX-License-Identifier: MIT */
 #include <stdint.h>
+#include <string.h>
 
 #include "internal.h"
+#include "mla_params.h"
 
 #define ALIGNED(p, a) ((((uintptr_t)(p)) & ((uintptr_t)(a) - 1)) == 0)
 
-static mla_status_t check_align(char *err, const void *p, unsigned a, const char *name)
+static int valid_plan(const mla_plan_t *plan)
+{
+    return plan && plan->magic == MLA_MAGIC_PLAN && plan->ctx &&
+           plan->ctx->magic == MLA_MAGIC_CONTEXT;
+}
+
+static mla_status_t check_align(char *err, const char *fn, const void *p, unsigned a,
+                                const char *name)
 {
     if (p && !ALIGNED(p, a))
-        return mla__fail(err, MLA_STATUS_MISALIGNED, "mla_decode: %s is not %u-byte aligned",
-                         name, a);
+        return mla__fail(err, MLA_STATUS_MISALIGNED, "%s: %s is not %u-byte aligned", fn, name,
+                         a);
+    return MLA_STATUS_SUCCESS;
+}
+
+/* What every entry point takes: the block table and the cache's page
+ * count (the decodes' cache itself is checked by check_tensors()), and the
+ * workspace. */
+static mla_status_t check_schedule_args(const mla_plan_t *plan, const char *fn,
+                                        const struct mla_decode_args *a, int need_lens)
+{
+    char *err = plan->ctx->err;
+    mla_status_t st;
+    if (!a->block_table)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT, "%s: block_table is NULL", fn);
+    if (need_lens && !a->seq_lens)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT, "%s: seq_lens is NULL", fn);
+    if (!a->workspace)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT, "%s: workspace is NULL", fn);
+    if (a->num_pages < 1)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT, "%s: num_pages %lld < 1", fn,
+                         (long long)a->num_pages);
+    if (a->max_pages_per_seq < 1)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT, "%s: max_pages_per_seq %d < 1", fn,
+                         a->max_pages_per_seq);
+    /* The cache must be addressable with 64-bit byte offsets. */
+    int64_t rows_per_page = (int64_t)plan->s.page_size * plan->s.num_kv_heads;
+    if (a->num_pages > INT64_MAX / rows_per_page / 1152)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT, "%s: num_pages %lld is too large",
+                         fn, (long long)a->num_pages);
+    if ((st = check_align(err, fn, a->workspace, 256, "workspace")) ||
+        (st = check_align(err, fn, a->block_table, 4, "block_table")) ||
+        (st = check_align(err, fn, a->seq_lens, 4, "seq_lens")))
+        return st;
+    if (a->workspace_size < plan->workspace_bytes)
+        return mla__fail(err, MLA_STATUS_SIZE_MISMATCH,
+                         "%s: workspace_size %zu < %zu needed (mla_plan_workspace_size)", fn,
+                         a->workspace_size, plan->workspace_bytes);
+    return MLA_STATUS_SUCCESS;
+}
+
+/* The tensors a decode reads and writes. */
+static mla_status_t check_tensors(const mla_plan_t *plan, const char *fn,
+                                  const struct mla_decode_args *a)
+{
+    char *err = plan->ctx->err;
+    mla_status_t st;
+    const struct { const void *p; const char *name; } req[] = {
+        {a->q, "q"}, {a->kv, "kv_cache"}, {a->out, "out"},
+    };
+    for (size_t i = 0; i < sizeof(req) / sizeof(req[0]); i++)
+        if (!req[i].p)
+            return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                             req[i].name);
+    int need_scales = mla__scales_per_row(&plan->s) > 0;
+    if (need_scales && !a->scales)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
+                         "%s: kv_block_scales is NULL but the config has block scales "
+                         "(MLA_PARAM_SCALE_BLOCK_SIZE = %d)",
+                         fn, plan->s.scale_block);
+    if (!need_scales && a->scales)
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
+                         "%s: kv_block_scales given but the config has no block scales", fn);
+    if ((st = check_align(err, fn, a->q, 16, "q")) ||
+        (st = check_align(err, fn, a->kv, 16, "kv_cache")) ||
+        (st = check_align(err, fn, a->out, 16, "out")) ||
+        (st = check_align(err, fn, a->lse, 4, "lse")) ||
+        (st = check_align(err, fn, a->scales, 4, "kv_block_scales")))
+        return st;
     return MLA_STATUS_SUCCESS;
 }
 
@@ -21,78 +97,101 @@ mla_status_t mla_decode(mla_plan_t *plan, const void *q, const void *kv_cache,
                         const int32_t *seq_lens, void *out, float *lse, void *workspace,
                         size_t workspace_size, struct CUstream_st *stream)
 {
-    if (!plan || plan->magic != MLA_MAGIC_PLAN || !plan->ctx ||
-        plan->ctx->magic != MLA_MAGIC_CONTEXT)
+    if (!valid_plan(plan))
         return MLA_STATUS_INVALID_ARGUMENT;
     mla_context_t *ctx = plan->ctx;
-    char *err = ctx->err;
     mla_status_t st;
-    mla__clear(err);
-
-    const struct { const void *p; const char *name; } req[] = {
-        {q, "q"}, {kv_cache, "kv_cache"}, {block_table, "block_table"},
-        {seq_lens, "seq_lens"}, {out, "out"}, {workspace, "workspace"},
-    };
-    for (size_t i = 0; i < sizeof(req) / sizeof(req[0]); i++)
-        if (!req[i].p)
-            return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT, "mla_decode: %s is NULL",
-                             req[i].name);
-    int need_scales = mla__scales_per_row(&plan->s) > 0;
-    if (need_scales && !kv_block_scales)
-        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
-                         "mla_decode: kv_block_scales is NULL but the config has block "
-                         "scales (scale_block_size %d)", plan->s.scale_block);
-    if (!need_scales && kv_block_scales)
-        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
-                         "mla_decode: kv_block_scales given but the config has no block scales");
-    if (num_pages < 1)
-        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT, "mla_decode: num_pages %lld < 1",
-                         (long long)num_pages);
-    if (max_pages_per_seq < 1)
-        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
-                         "mla_decode: max_pages_per_seq %d < 1", max_pages_per_seq);
-    /* The cache must be addressable with 64-bit byte offsets. */
-    int64_t rows_per_page = (int64_t)plan->s.page_size * plan->s.num_kv_heads;
-    if (num_pages > INT64_MAX / rows_per_page / 1152)
-        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
-                         "mla_decode: num_pages %lld is too large", (long long)num_pages);
-
-    if ((st = check_align(err, q, 16, "q")) || (st = check_align(err, kv_cache, 16, "kv_cache")) ||
-        (st = check_align(err, out, 16, "out")) ||
-        (st = check_align(err, workspace, 256, "workspace")) ||
-        (st = check_align(err, block_table, 4, "block_table")) ||
-        (st = check_align(err, seq_lens, 4, "seq_lens")) ||
-        (st = check_align(err, lse, 4, "lse")) ||
-        (st = check_align(err, kv_block_scales, 4, "kv_block_scales")))
-        return st;
-    if (workspace_size < plan->workspace_bytes)
-        return mla__fail(err, MLA_STATUS_SIZE_MISMATCH,
-                         "mla_decode: workspace_size %zu < %zu needed (mla_plan_workspace_size)",
-                         workspace_size, plan->workspace_bytes);
-
-    struct mla_decode_args a = {
+    mla__clear(ctx->err);
+    const struct mla_decode_args a = {
         .q = q, .kv = kv_cache, .scales = kv_block_scales, .num_pages = num_pages,
         .block_table = block_table, .max_pages_per_seq = max_pages_per_seq,
         .seq_lens = seq_lens, .out = out, .lse = lse, .workspace = workspace,
         .workspace_size = workspace_size, .stream = stream,
     };
+    if ((st = check_tensors(plan, "mla_decode", &a)) ||
+        (st = check_schedule_args(plan, "mla_decode", &a, 1)))
+        return st;
     if (ctx->backend == MLA_BACKEND_CPU)
-        return mla__cpu_decode(plan, &a, err);
-    return mla__gpu_decode(plan, &a);
+        return mla__cpu_decode(plan, &a, ctx->err);
+    return mla__gpu_decode(plan, &a, MLA_GPU_STEP_SCHEDULE | MLA_GPU_STEP_DECODE);
+}
+
+mla_status_t mla_schedule(mla_plan_t *plan, int64_t num_pages, const int32_t *block_table,
+                          int32_t max_pages_per_seq, const int32_t *seq_lens, void *workspace,
+                          size_t workspace_size, struct CUstream_st *stream)
+{
+    if (!valid_plan(plan))
+        return MLA_STATUS_INVALID_ARGUMENT;
+    mla_context_t *ctx = plan->ctx;
+    mla_status_t st;
+    mla__clear(ctx->err);
+    const struct mla_decode_args a = {
+        .num_pages = num_pages, .block_table = block_table,
+        .max_pages_per_seq = max_pages_per_seq, .seq_lens = seq_lens,
+        .workspace = workspace, .workspace_size = workspace_size, .stream = stream,
+    };
+    if ((st = check_schedule_args(plan, "mla_schedule", &a, 1)))
+        return st;
+    if (ctx->backend == MLA_BACKEND_CPU)
+        return mla__cpu_schedule(plan, &a, ctx->err);
+    return mla__gpu_decode(plan, &a, MLA_GPU_STEP_SCHEDULE);
+}
+
+mla_status_t mla_decode_scheduled(mla_plan_t *plan, const void *q, const void *kv_cache,
+                                  const float *kv_block_scales, int64_t num_pages,
+                                  const int32_t *block_table, int32_t max_pages_per_seq,
+                                  void *out, float *lse, void *workspace, size_t workspace_size,
+                                  struct CUstream_st *stream)
+{
+    if (!valid_plan(plan))
+        return MLA_STATUS_INVALID_ARGUMENT;
+    mla_context_t *ctx = plan->ctx;
+    mla_status_t st;
+    mla__clear(ctx->err);
+    const struct mla_decode_args a = {
+        .q = q, .kv = kv_cache, .scales = kv_block_scales, .num_pages = num_pages,
+        .block_table = block_table, .max_pages_per_seq = max_pages_per_seq,
+        .out = out, .lse = lse, .workspace = workspace,
+        .workspace_size = workspace_size, .stream = stream,
+    };
+    if ((st = check_tensors(plan, "mla_decode_scheduled", &a)) ||
+        (st = check_schedule_args(plan, "mla_decode_scheduled", &a, 0)))
+        return st;
+    if (ctx->backend == MLA_BACKEND_CPU)
+        return mla__cpu_decode_scheduled(plan, &a, ctx->err);
+    return mla__gpu_decode(plan, &a, MLA_GPU_STEP_DECODE);
 }
 
 mla_status_t mla_workspace_status(const mla_plan_t *plan, const void *workspace,
                                   mla_status_t *device_status)
 {
-    if (!plan || plan->magic != MLA_MAGIC_PLAN || !workspace || !device_status)
+    if (!valid_plan(plan))
         return MLA_STATUS_INVALID_ARGUMENT;
+    mla_context_t *ctx = plan->ctx;
+    mla__clear(ctx->err);
+    if (!workspace || !device_status)
+        return mla__ctx_fail(ctx, MLA_STATUS_INVALID_ARGUMENT,
+                             "mla_workspace_status: %s is NULL",
+                             workspace ? "device_status" : "workspace");
     if (!ALIGNED(workspace, 256))
-        return mla__ctx_fail(plan->ctx, MLA_STATUS_MISALIGNED,
+        return mla__ctx_fail(ctx, MLA_STATUS_MISALIGNED,
                              "mla_workspace_status: workspace is not 256-byte aligned");
-    if (plan->ctx->backend == MLA_BACKEND_CPU) {
-        int32_t v = *(const int32_t *)workspace;
-        *device_status = (mla_status_t)v;
-        return MLA_STATUS_SUCCESS;
-    }
-    return mla__gpu_workspace_status(plan, workspace, device_status);
+    struct mla_ws_header h;
+    mla_status_t st = MLA_STATUS_SUCCESS;
+    if (ctx->backend == MLA_BACKEND_CPU)
+        memcpy(&h, workspace, sizeof(h));
+    else
+        st = mla__gpu_read_header(plan, workspace, &h);
+    if (st != MLA_STATUS_SUCCESS)
+        return st;
+    if (h.magic != MLA_WS_MAGIC || h.plan_tag != plan->sched_tag)
+        return mla__ctx_fail(ctx, MLA_STATUS_INVALID_ARGUMENT,
+                             "mla_workspace_status: no mla_decode, mla_schedule or "
+                             "mla_decode_scheduled of a plan of this layout has used this "
+                             "workspace");
+    if (h.status < 0 || h.status > (int32_t)MLA_STATUS_INTERNAL_ERROR)
+        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR,
+                             "mla_workspace_status: status word holds %d", (int)h.status);
+    *device_status = (mla_status_t)h.status;
+    return MLA_STATUS_SUCCESS;
 }

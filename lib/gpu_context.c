@@ -226,8 +226,8 @@ static mla_status_t load_kernels(mla_context_t *ctx)
         }
     }
 
-    if ((st = get_kernel(ctx, "mla_schedule", 0, &g->schedule)) ||
-        (st = need_threads(ctx, &g->schedule, "mla_schedule", MLA_SCHEDULE_THREADS)) ||
+    if ((st = get_kernel(ctx, "mla_schedule_pieces", 0, &g->schedule)) ||
+        (st = need_threads(ctx, &g->schedule, "mla_schedule_pieces", MLA_SCHEDULE_THREADS)) ||
         (st = get_kernel(ctx, "mla_combine", 0, &g->combine)) ||
         (st = need_threads(ctx, &g->combine, "mla_combine", MLA_COMBINE_THREADS)) ||
         (st = get_kernel(ctx, "mla_append", 0, &g->append)) ||

@@ -15,11 +15,12 @@
 #include "gpu_internal.h"
 
 /* Programmatic dependent launch (PDL) of the decode kernel behind
- * mla_schedule (self-scheduled: behind whatever kernel precedes the call)
- * and of mla_combine behind the decode kernel: every kernel starts with
- * griddepcontrol.wait (kernels/mla_params.h), so the overlap only hides
- * launch latency.  mla_schedule itself follows the memset of the status
- * word with an ordinary stream dependency. */
+ * mla_schedule (or, with a schedule made earlier, behind whatever kernel
+ * precedes the call) and of mla_combine behind the decode kernel: every
+ * kernel starts with griddepcontrol.wait (kernels/mla_params.h), so the
+ * overlap only hides launch latency.  mla_schedule itself follows what
+ * precedes it (and the memset of the status word) with an ordinary stream
+ * dependency. */
 #define MLA_GPU_PDL_DECODE 1
 
 #define MLA_APPEND_MAX_GRID_X 0x7fffffffLL
@@ -125,15 +126,11 @@ static void trace_print(const struct mla_cuda_api *cu, CUstream stream, CUdevice
             fprintf(stderr, "PHASE %s %d %lld\n", tag, k, w[12 + k]);
 }
 
-mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a)
+/* The launch parameters of one call: the plan's, with this call's
+ * pointers. */
+static struct mla_decode_params call_params(const struct mla_gpu_plan *gp,
+                                            const struct mla_decode_args *a)
 {
-    mla_context_t *ctx = plan->ctx;
-    struct mla_gpu_context *g = ctx->gpu;
-    const struct mla_gpu_plan *gp = plan->gpu;
-    if (!g || !gp)
-        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR, "mla_decode: plan not initialized");
-    const struct mla_cuda_api *cu = g->cu;
-
     struct mla_decode_params p = gp->p;
     p.q = dptr(a->q);
     p.kv = dptr(a->kv);
@@ -145,56 +142,97 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a)
     p.workspace = dptr(a->workspace);
     p.num_pages = a->num_pages;
     p.max_pages_per_seq = a->max_pages_per_seq;
+    return p;
+}
 
+/* mla_schedule's launch (and the memset of the status word that more
+ * than one scheduling CTA needs).  Context pushed by the caller. */
+static CUresult queue_schedule(const struct mla_gpu_context *g, const struct mla_decode_params *p,
+                               CUstream stream, const char **what)
+{
+    CUresult r = CUDA_SUCCESS;
+    if (p->sched_ctas > 1) {
+        *what = "cuMemsetD32Async(workspace status)";
+        r = g->cu->p_cuMemsetD32Async((CUdeviceptr)p->workspace, 0, 1, stream);
+    }
+    if (r == CUDA_SUCCESS) {
+        const unsigned grid[3] = {(unsigned)p->sched_ctas, 1, 1};
+        *what = "cuLaunchKernelEx(mla_schedule)";
+        r = launch(g->cu, g->schedule.fn, grid, MLA_SCHEDULE_THREADS, 0, stream, 0, (void *)p);
+    }
+    return r;
+}
+
+/* The decode kernel and mla_combine, both behind what precedes them with
+ * PDL.  Context pushed by the caller. */
+static CUresult queue_decode(mla_context_t *ctx, const struct mla_gpu_plan *gp,
+                             const struct mla_decode_params *p, CUstream stream,
+                             const char **what)
+{
+    struct mla_gpu_context *g = ctx->gpu;
+    const struct mla_cuda_api *cu = g->cu;
     /* 64-byte aligned: the tensor maps inside must be. */
     struct mla_hopper_params hp;
     int use_hopper = 0;
+    CUresult r = CUDA_SUCCESS;
     if (gp->hopper) {
-        CUresult er = CUDA_SUCCESS;
-        use_hopper = hopper_maps(cu, &p, gp->hopper_pair, &hp, &er);
-        if (use_hopper < 0)
-            return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, er, "cuTensorMapEncodeTiled");
-        if (!use_hopper && gp->hopper_required)
-            return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
-                                 "mla_decode: MLA_KERNEL requires an sm_90a kernel, but this call "
-                                 "needs the portable kernel (kv or scales not 16-byte aligned, "
-                                 "or num_pages * page_size >= 2^31)");
-        hp.p = p;
+        use_hopper = hopper_maps(cu, p, gp->hopper_pair, &hp, &r);
+        if (use_hopper < 0) {
+            *what = "cuTensorMapEncodeTiled";
+            return r;
+        }
+        hp.p = *p;
     }
+    if (use_hopper) {
+        *what = "cuLaunchKernelEx(mla_hopper_decode)";
+        r = launch(cu, gp->hopper->fn, gp->decode_grid, MLA_DECODE_THREADS, gp->hopper_smem,
+                   stream, MLA_GPU_PDL_DECODE, &hp);
+    } else {
+        *what = "cuLaunchKernelEx(mla_decode)";
+        r = launch(cu, gp->decode->fn, gp->decode_grid, MLA_DECODE_THREADS, gp->decode_smem,
+                   stream, MLA_GPU_PDL_DECODE, (void *)p);
+    }
+    if (r == CUDA_SUCCESS) {
+        *what = "cuLaunchKernelEx(mla_combine)";
+        r = launch(cu, g->combine.fn, gp->combine_grid, MLA_COMBINE_THREADS, 0, stream, 1,
+                   (void *)p);
+    }
+    if (r == CUDA_SUCCESS && use_hopper && g->trace_words)
+        trace_print(cu, stream, g->trace_words);
+    return r;
+}
 
+mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a, int steps)
+{
+    mla_context_t *ctx = plan->ctx;
+    struct mla_gpu_context *g = ctx->gpu;
+    const struct mla_gpu_plan *gp = plan->gpu;
+    if (!g || !gp)
+        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR, "mla_decode: plan not initialized");
+    if (gp->hopper_required && (steps & MLA_GPU_STEP_DECODE)) {
+        struct mla_hopper_params probe;
+        CUresult er = CUDA_SUCCESS;
+        const struct mla_decode_params p = call_params(gp, a);
+        const int ok = hopper_maps(g->cu, &p, gp->hopper_pair, &probe, &er);
+        if (ok < 0)
+            return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, er, "cuTensorMapEncodeTiled");
+        if (!ok)
+            return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
+                                 "mla_decode: MLA_KERNEL requires an sm_90a kernel, but this "
+                                 "call needs the portable kernel (kv or scales not 16-byte "
+                                 "aligned, or num_pages * page_size >= 2^31)");
+    }
+    const struct mla_decode_params p = call_params(gp, a);
     CUstream stream = (CUstream)a->stream;
     mla_status_t st = mla__gpu_push(ctx);
     if (st != MLA_STATUS_SUCCESS)
         return st;
-    /* Self-scheduled plans skip the memset and mla_schedule: the decode
-     * kernel writes the status word itself. */
-    const char *what = "cuMemsetD32Async(workspace status)";
+    const char *what = "";
     CUresult r = CUDA_SUCCESS;
-    if (!p.self_schedule) {
-        r = cu->p_cuMemsetD32Async((CUdeviceptr)p.workspace, 0, 1, stream);
-        if (r == CUDA_SUCCESS) {
-            const unsigned sgrid[3] = {gp->schedule_grid, 1, 1};
-            what = "cuLaunchKernelEx(mla_schedule)";
-            r = launch(cu, g->schedule.fn, sgrid, MLA_SCHEDULE_THREADS, 0, stream, 0, &p);
-        }
-    }
-    if (r == CUDA_SUCCESS) {
-        if (use_hopper) {
-            what = "cuLaunchKernelEx(mla_hopper_decode)";
-            r = launch(cu, gp->hopper->fn, gp->decode_grid, MLA_DECODE_THREADS, gp->hopper_smem,
-                       stream, MLA_GPU_PDL_DECODE, &hp);
-        } else {
-            what = "cuLaunchKernelEx(mla_decode)";
-            r = launch(cu, gp->decode->fn, gp->decode_grid, MLA_DECODE_THREADS, gp->decode_smem,
-                       stream, MLA_GPU_PDL_DECODE, &p);
-        }
-    }
-    if (r == CUDA_SUCCESS) {
-        what = "cuLaunchKernelEx(mla_combine)";
-        r = launch(cu, g->combine.fn, gp->combine_grid, MLA_COMBINE_THREADS, 0, stream, 1, &p);
-    }
-    if (r == CUDA_SUCCESS && use_hopper && g->trace_words)
-        trace_print(cu, stream, g->trace_words);
+    if (steps & MLA_GPU_STEP_SCHEDULE)
+        r = queue_schedule(g, &p, stream, &what);
+    if (r == CUDA_SUCCESS && (steps & MLA_GPU_STEP_DECODE))
+        r = queue_decode(ctx, gp, &p, stream, &what);
     mla__gpu_pop(ctx);
     if (r != CUDA_SUCCESS)
         return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, what);
@@ -251,11 +289,11 @@ mla_status_t mla__gpu_append(mla_context_t *ctx, const struct mla_shape *s,
 /*
  * Synchronous: waits for all work queued in the context (cuCtxSynchronize,
  * so decodes on non-blocking streams are covered too), then copies the
- * 4-byte status word back.  For tests and error paths, not per step; must
+ * workspace header back.  For tests and error paths, not per step; must
  * not be called while a stream of this context is being captured.
  */
-mla_status_t mla__gpu_workspace_status(const mla_plan_t *plan, const void *workspace,
-                                       mla_status_t *out)
+mla_status_t mla__gpu_read_header(const mla_plan_t *plan, const void *workspace,
+                                  struct mla_ws_header *h)
 {
     mla_context_t *ctx = plan->ctx;
     struct mla_gpu_context *g = ctx->gpu;
@@ -266,19 +304,14 @@ mla_status_t mla__gpu_workspace_status(const mla_plan_t *plan, const void *works
     mla_status_t st = mla__gpu_push(ctx);
     if (st != MLA_STATUS_SUCCESS)
         return st;
-    int32_t v = 0;
     const char *what = "cuCtxSynchronize";
     CUresult r = cu->p_cuCtxSynchronize();
     if (r == CUDA_SUCCESS) {
-        what = "cuMemcpyDtoH(workspace status)";
-        r = cu->p_cuMemcpyDtoH(&v, (CUdeviceptr)(uintptr_t)workspace, sizeof(v));
+        what = "cuMemcpyDtoH(workspace header)";
+        r = cu->p_cuMemcpyDtoH(h, (CUdeviceptr)(uintptr_t)workspace, sizeof(*h));
     }
     mla__gpu_pop(ctx);
     if (r != CUDA_SUCCESS)
         return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, what);
-    if (v < 0 || v > (int32_t)MLA_STATUS_INTERNAL_ERROR)
-        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR,
-                             "mla_workspace_status: status word holds %d", (int)v);
-    *out = (mla_status_t)v;
     return MLA_STATUS_SUCCESS;
 }

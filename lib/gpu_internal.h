@@ -65,11 +65,9 @@ struct mla_gpu_plan {
     int hopper_pair;      /* it is a pair kernel: the 32-row tensor map too */
     int hopper_required; /* MLA_KERNEL=hopper: calls it cannot take fail */
     unsigned int combine_grid[3];
-    unsigned int schedule_grid;
 };
 
 /* Launch geometry fixed by kernels/mla_params.h. */
-#define MLA_SCHEDULE_THREADS 128
 #define MLA_COMBINE_THREADS 128
 #define MLA_COMBINE_HEADS_PER_CTA 4
 #define MLA_APPEND_THREADS 64

@@ -245,47 +245,33 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
     return MLA_STATUS_SUCCESS;
 }
 
-/*
- * Self-scheduling (kernels/schedule.cuh): each decode CTA validates every
- * request and makes the split decision itself, so a call is two launches
- * (decode, combine) instead of a memset and three.  Worth it for small
- * batches, where launches are much of the call; each CTA then reads every
- * length and block-table entry, so only while those are few.
- */
-#define MLA_SELF_SCHEDULE_MAX_BATCH 16
-#define MLA_SELF_SCHEDULE_MAX_PAGES 4096
-
-enum { SCHEDULE_AUTO, SCHEDULE_SEPARATE, SCHEDULE_FUSED };
-
-/* MLA_SCHEDULE: unset, empty or "auto", "separate", "fused"; -1 for
- * anything else. */
-static int schedule_choice(void)
-{
-    static const char *const words[] = {
-        [SCHEDULE_AUTO] = "auto",
-        [SCHEDULE_SEPARATE] = "separate",
-        [SCHEDULE_FUSED] = "fused",
-    };
-    return env_word("MLA_SCHEDULE", words, (int)(sizeof(words) / sizeof(words[0])));
-}
-
-/* MLA_SPLIT_MIN_TILES: the fewest KV tiles per split (1..64), or 0 when
- * unset; -1 for anything else. */
-static int split_min_tiles_env(void)
-{
-    const char *env = getenv("MLA_SPLIT_MIN_TILES");
-    if (!env || !*env)
-        return 0;
-    char *end = NULL;
-    const long v = strtol(env, &end, 10);
-    if (*end || v < 1 || v > MLA_MAX_SPLIT_MIN_TILES)
-        return -1;
-    return (int)v;
-}
-
 static int32_t ceil_div(int64_t a, int64_t b)
 {
     return (int32_t)((a + b - 1) / b);
+}
+
+/* Most CTAs that check block-table entries beside the one that cuts. */
+#define MLA_SCHEDULE_MAX_CHECK_CTAS 128
+
+/*
+ * What a schedule in a workspace depends on, hashed (FNV-1a): plans whose
+ * schedules are laid out and cut alike share the tag, so a schedule made
+ * with one serves the decodes of the others (layers of one shape), and a
+ * decode refuses a schedule made for another layout.  Never 0.
+ */
+static uint32_t schedule_tag(const struct mla_decode_params *p)
+{
+    const int64_t v[] = {p->batch, p->q_len, p->h_q, p->max_seq_len, p->page_size, p->block_n, p->parts,
+                         p->max_pieces, p->piece_cost, p->min_piece_tiles,
+                         (int64_t)p->ws_lens, (int64_t)p->ws_reqs, (int64_t)p->ws_pieces,
+                         (int64_t)p->ws_oaccum, (int64_t)p->ws_lseaccum, p->sched_ctas};
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        for (int k = 0; k < 8; k++) {
+            h ^= (uint32_t)((uint64_t)v[i] >> (8 * k)) & 0xffu;
+            h *= 16777619u;
+        }
+    return h ? h : 1u;
 }
 
 mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
@@ -364,65 +350,44 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
                              "of shared memory) cannot be resident on %s",
                              bn, stages, smem, g->name);
 
-    /* Splits: enough CTAs for two waves over the SMs at the worst (longest)
-     * length; the scheduler picks the actual count per request from the
-     * device-side lengths, up to this bound. */
-    const int64_t ctas_per_split = (int64_t)batch * m_blocks * s->num_kv_heads;
-    int64_t splits = (2 * (int64_t)g->sm_count + ctas_per_split - 1) / ctas_per_split;
-    int64_t cap = ceil_div(plan->max_seq_len, bn);
-    if (cap > MLA_MAX_SPLITS)
-        cap = MLA_MAX_SPLITS;
-    if (cap > MLA_MAX_GRID_YZ / batch)
-        cap = MLA_MAX_GRID_YZ / batch;
-    if (splits > cap)
-        splits = cap;
-    if (splits < 1)
-        splits = 1;
-
-    const int min_tiles = split_min_tiles_env();
-    if (min_tiles < 0)
-        return mla__ctx_fail(ctx, MLA_STATUS_INVALID_ARGUMENT,
-                             "mla_plan_create: MLA_SPLIT_MIN_TILES=%s (an integer in 1..%d)",
-                             getenv("MLA_SPLIT_MIN_TILES"), MLA_MAX_SPLIT_MIN_TILES);
-    const int sched = schedule_choice();
-    if (sched < 0)
-        return mla__ctx_fail(ctx, MLA_STATUS_INVALID_ARGUMENT,
-                             "mla_plan_create: MLA_SCHEDULE=%s (auto, separate or fused)",
-                             getenv("MLA_SCHEDULE"));
-    const int64_t pages = (int64_t)batch * ceil_div(plan->max_seq_len, s->page_size);
-    const int fusable =
-        batch <= MLA_SELF_SCHEDULE_MAX_BATCH && pages <= MLA_SELF_SCHEDULE_MAX_PAGES;
-    if (sched == SCHEDULE_FUSED && !fusable)
-        return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
-                             "mla_plan_create: MLA_SCHEDULE=fused needs a batch of at most %d "
-                             "and at most %d pages in all (batch %d, %lld pages)",
-                             MLA_SELF_SCHEDULE_MAX_BATCH, MLA_SELF_SCHEDULE_MAX_PAGES, batch,
-                             (long long)pages);
+    /* The schedule (kernels/schedule.cu): one part of the step's work per
+     * group of m_blocks x h_kv CTAs that can be resident at once, so the
+     * pieces fill one wave; a grid slice per piece, at most batch + parts
+     * - 1 of them (gridDim.z <= 65535). */
+    const int64_t ctas_per_piece = (int64_t)m_blocks * s->num_kv_heads;
+    int64_t parts = target / ctas_per_piece;
+    if (parts > MLA_MAX_GRID_YZ + 1 - batch)
+        parts = MLA_MAX_GRID_YZ + 1 - batch;
+    if (parts < 1)
+        parts = 1;
+    const int64_t max_pieces = batch + parts - 1;
+    const int64_t slots = parts > 1 ? 2 * (parts - 1) : 1; /* split pieces, at most */
 
     struct mla_gpu_plan *gp = calloc(1, sizeof(*gp));
     if (!gp)
         return mla__ctx_fail(ctx, MLA_STATUS_OUT_OF_MEMORY, "mla_plan_create: out of memory");
 
-    /* Workspace: status header, per-request split and tile counts, then the
-     * split partials (fp32 O and log2-domain LSE).  A request with one
-     * split is written straight to out/lse, so with max_splits == 1 the
-     * partials take no space (large batches need no split anyway). */
-    const size_t rows_total =
-        splits > 1 ? (size_t)batch * (size_t)splits * (size_t)s->q_len * (size_t)s->num_heads : 0;
+    /* Workspace (kernels/mla_params.h): header, kept lengths, per-request
+     * piece counts, the pieces, then the split pieces' partials (fp32 O
+     * and log2-domain LSE). */
+    const size_t prow = (size_t)slots * (size_t)s->q_len * (size_t)s->num_heads;
     size_t off = MLA_WS_HEADER_BYTES;
-    const size_t ws_splits = off;
+    const size_t ws_lens = off;
     off = align256(off + (size_t)batch * sizeof(int32_t));
-    const size_t ws_tiles = off;
-    off = align256(off + (size_t)batch * sizeof(int32_t));
+    const size_t ws_reqs = off;
+    off = align256(off + (size_t)batch * 2 * sizeof(int32_t));
+    const size_t ws_pieces = off;
+    off = align256(off + (size_t)max_pieces * 4 * sizeof(int32_t));
     const size_t ws_oaccum = off;
-    off = align256(off + rows_total * MLA_D_V * sizeof(float));
+    off = align256(off + prow * MLA_D_V * sizeof(float));
     const size_t ws_lseaccum = off;
-    off = align256(off + rows_total * sizeof(float));
+    off = align256(off + prow * sizeof(float));
 
     struct mla_decode_params *p = &gp->p;
     memset(p, 0, sizeof(*p));
-    p->ws_splits = ws_splits;
-    p->ws_tiles = ws_tiles;
+    p->ws_lens = ws_lens;
+    p->ws_reqs = ws_reqs;
+    p->ws_pieces = ws_pieces;
     p->ws_oaccum = ws_oaccum;
     p->ws_lseaccum = ws_lseaccum;
     p->batch = batch;
@@ -446,13 +411,21 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     p->causal = s->causal && s->q_len > 1;
     p->block_n = bn;
     p->num_stages = stages;
-    p->max_splits = (int32_t)splits;
-    p->target_ctas = target;
-    p->min_split_tiles = min_tiles ? min_tiles : MLA_SPLIT_MIN_TILES;
-    p->self_schedule = sched == SCHEDULE_FUSED || (sched == SCHEDULE_AUTO && fusable);
+    p->parts = (int32_t)parts;
+    p->max_pieces = (int32_t)max_pieces;
+    p->piece_cost = MLA_PIECE_COST;
+    p->min_piece_tiles = MLA_MIN_PIECE_TILES;
+    /* One CTA checks the block table of a small batch (no memset needed),
+     * more CTAs a large one: a warp per request. */
+    p->sched_ctas = batch <= MLA_SCHEDULE_THREADS / 32
+                        ? 1
+                        : 1 + ceil_div(batch, MLA_SCHEDULE_THREADS / 32);
+    if (p->sched_ctas > 1 + MLA_SCHEDULE_MAX_CHECK_CTAS)
+        p->sched_ctas = 1 + MLA_SCHEDULE_MAX_CHECK_CTAS;
     const double kv_scale = s->kv_format == MLA_FMT_BF16 ? 1.0 : s->kv_scale;
     p->score_scale_log2 = (float)(mla__softmax_scale(s) * kv_scale * 1.4426950408889634);
     p->out_scale = (float)kv_scale;
+    p->plan_tag = schedule_tag(p);
 
     gp->decode = k;
     gp->decode_smem = smem;
@@ -464,14 +437,14 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
                           choice == MLA_GPU_KERNEL_HOPPER_PAIR;
     gp->decode_grid[0] = (unsigned)m_blocks;
     gp->decode_grid[1] = (unsigned)s->num_kv_heads;
-    gp->decode_grid[2] = (unsigned)(batch * splits);
+    gp->decode_grid[2] = (unsigned)max_pieces;
     gp->combine_grid[0] = (unsigned)(batch * s->q_len);
     gp->combine_grid[1] = (unsigned)ceil_div(s->num_heads, MLA_COMBINE_HEADS_PER_CTA);
     gp->combine_grid[2] = MLA_COMBINE_COL_BLOCKS;
-    gp->schedule_grid = mla_schedule_ctas(batch);
 
     plan->gpu = gp;
     plan->workspace_bytes = off;
+    plan->sched_tag = p->plan_tag;
     return MLA_STATUS_SUCCESS;
 }
 

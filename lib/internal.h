@@ -66,10 +66,12 @@ struct mla_plan {
     int32_t batch;
     int32_t max_seq_len;
     size_t workspace_bytes;
+    uint32_t sched_tag;          /* mla_ws_header.plan_tag of this plan's schedules */
     struct mla_gpu_plan *gpu;    /* NULL on the CPU backend */
 };
 
-/* Arguments of one decode call, after host-side validation. */
+/* Arguments of one decode or schedule call, after host-side validation
+ * (a schedule has no tensors, mla_decode_scheduled no seq_lens). */
 struct mla_decode_args {
     const void *q;
     const void *kv;
@@ -112,8 +114,14 @@ int32_t mla__scales_per_row(const struct mla_shape *s);
 double mla__softmax_scale(const struct mla_shape *s);
 
 /* ---- CPU backend (lib/cpu_decode.c, lib/cpu_append.c) ---- */
-/* Lengths and block-table entries are validated here, before any write. */
+/* Lengths and block-table entries are validated here, before any write;
+ * each call leaves the workspace header (kernels/mla_params.h) as the GPU
+ * backend does. */
 mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_args *a, char *err);
+mla_status_t mla__cpu_schedule(const mla_plan_t *plan, const struct mla_decode_args *a, char *err);
+mla_status_t mla__cpu_decode_scheduled(const mla_plan_t *plan, const struct mla_decode_args *a,
+                                       char *err);
+uint32_t mla__cpu_sched_tag(const mla_plan_t *plan);
 mla_status_t mla__cpu_append(const struct mla_shape *s, int threads,
                              const struct mla_append_args *a, char *err);
 size_t mla__cpu_workspace_bytes(const struct mla_shape *s, int32_t batch, int32_t max_seq_len);
@@ -123,11 +131,16 @@ mla_status_t mla__gpu_context_init(mla_context_t *ctx, int device);
 void mla__gpu_context_fini(mla_context_t *ctx);
 mla_status_t mla__gpu_plan_init(mla_plan_t *plan);
 void mla__gpu_plan_fini(mla_plan_t *plan);
-mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a);
+/* Steps of mla__gpu_decode: the schedule kernel, the decode and combine. */
+#define MLA_GPU_STEP_SCHEDULE 1
+#define MLA_GPU_STEP_DECODE 2
+mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a, int steps);
 mla_status_t mla__gpu_append(mla_context_t *ctx, const struct mla_shape *s,
                              const struct mla_append_args *a);
-mla_status_t mla__gpu_workspace_status(const mla_plan_t *plan, const void *workspace,
-                                       mla_status_t *st);
+/* Waits for the context's work, then copies the workspace header back. */
+struct mla_ws_header;
+mla_status_t mla__gpu_read_header(const mla_plan_t *plan, const void *workspace,
+                                  struct mla_ws_header *h);
 /* Space-separated SM targets embedded, e.g. "sm_90a,sm_100a"; "" if none. */
 const char *mla__gpu_archs(void);
 

@@ -29,9 +29,10 @@ void mla__gpu_plan_fini(mla_plan_t *plan)
     (void)plan;
 }
 
-mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a)
+mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a, int steps)
 {
     (void)a;
+    (void)steps;
     return mla__ctx_fail(plan->ctx, MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
 }
 
@@ -43,11 +44,11 @@ mla_status_t mla__gpu_append(mla_context_t *ctx, const struct mla_shape *s,
     return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
 }
 
-mla_status_t mla__gpu_workspace_status(const mla_plan_t *plan, const void *workspace,
-                                       mla_status_t *st)
+mla_status_t mla__gpu_read_header(const mla_plan_t *plan, const void *workspace,
+                                  struct mla_ws_header *h)
 {
     (void)workspace;
-    (void)st;
+    (void)h;
     return mla__ctx_fail(plan->ctx, MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
 }
 

@@ -438,6 +438,104 @@ START_TEST(decode_args)
 }
 END_TEST
 
+/* mla_schedule + mla_decode_scheduled: the same bytes as mla_decode, the
+ * schedule's lengths (not seq_lens' later contents), argument checks, and
+ * no output without a matching schedule. */
+START_TEST(schedule_then_decode)
+{
+    struct fixture f;
+    fx_init(&f, 0);
+    mla_status_t dst;
+    uint16_t *ref = malloc(FX_BATCH * FX_HEADS * 512 * 2);
+    float ref_lse[2 * 16];
+    ck_assert_ptr_nonnull(ref);
+
+    /* A workspace no call has used. */
+    memset(f.ws, 0, f.ws_size);
+    ck_assert_int_eq(mla_workspace_status(f.plan, f.ws, &dst), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_decode_scheduled(f.plan, f.q, f.kv, NULL, 4, f.table, 2, f.out, f.lse,
+                                          f.ws, f.ws_size, NULL),
+                     MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert(untouched(&f));
+    ck_assert_str_ne(mla_context_last_error(f.ctx), "");
+
+    ck_assert_int_eq(DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws,
+                            f.ws_size), MLA_STATUS_SUCCESS);
+    memcpy(ref, f.out, FX_BATCH * FX_HEADS * 512 * 2);
+    memcpy(ref_lse, f.lse, sizeof(ref_lse));
+
+    struct { mla_status_t got, want; } r[] = {
+        {mla_schedule(NULL, 4, f.table, 2, f.lens, f.ws, f.ws_size, NULL), MLA_STATUS_INVALID_ARGUMENT},
+        {mla_schedule(f.plan, 4, NULL, 2, f.lens, f.ws, f.ws_size, NULL), MLA_STATUS_INVALID_ARGUMENT},
+        {mla_schedule(f.plan, 4, f.table, 2, NULL, f.ws, f.ws_size, NULL), MLA_STATUS_INVALID_ARGUMENT},
+        {mla_schedule(f.plan, 4, f.table, 2, f.lens, NULL, f.ws_size, NULL), MLA_STATUS_INVALID_ARGUMENT},
+        {mla_schedule(f.plan, 0, f.table, 2, f.lens, f.ws, f.ws_size, NULL), MLA_STATUS_INVALID_ARGUMENT},
+        {mla_schedule(f.plan, 4, f.table, 0, f.lens, f.ws, f.ws_size, NULL), MLA_STATUS_INVALID_ARGUMENT},
+        {mla_schedule(f.plan, 4, f.table, 2, f.lens, (char *)f.ws + 16, f.ws_size, NULL), MLA_STATUS_MISALIGNED},
+        {mla_schedule(f.plan, 4, f.table, 2, f.lens, f.ws, f.ws_size - 1, NULL), MLA_STATUS_SIZE_MISMATCH},
+        {mla_decode_scheduled(NULL, f.q, f.kv, NULL, 4, f.table, 2, f.out, f.lse, f.ws, f.ws_size, NULL), MLA_STATUS_INVALID_ARGUMENT},
+        {mla_decode_scheduled(f.plan, NULL, f.kv, NULL, 4, f.table, 2, f.out, f.lse, f.ws, f.ws_size, NULL), MLA_STATUS_INVALID_ARGUMENT},
+        {mla_decode_scheduled(f.plan, f.q, f.kv, NULL, 4, f.table, 2, NULL, f.lse, f.ws, f.ws_size, NULL), MLA_STATUS_INVALID_ARGUMENT},
+        {mla_decode_scheduled(f.plan, f.q, f.kv, f.scales, 4, f.table, 2, f.out, f.lse, f.ws, f.ws_size, NULL), MLA_STATUS_INVALID_ARGUMENT},
+        {mla_decode_scheduled(f.plan, f.q, f.kv, NULL, 4, f.table, 2, (char *)f.out + 4, f.lse, f.ws, f.ws_size, NULL), MLA_STATUS_MISALIGNED},
+        {mla_decode_scheduled(f.plan, f.q, f.kv, NULL, 4, f.table, 2, f.out, f.lse, f.ws, 0, NULL), MLA_STATUS_SIZE_MISMATCH},
+    };
+    memset(f.out, 0xA5, FX_BATCH * FX_HEADS * 512 * 2);
+    memset(f.lse, 0xA5, sizeof(f.lse));
+    for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+        ck_assert_msg(r[i].got == r[i].want, "case %zu: got %s, want %s", i,
+                      mla_status_string(r[i].got), mla_status_string(r[i].want));
+        ck_assert_msg(untouched(&f), "case %zu wrote output", i);
+    }
+
+    /* The schedule keeps the lengths it read: seq_lens changed afterwards
+     * does not matter; two layers give the same bytes as mla_decode. */
+    ck_assert_int_eq(mla_schedule(f.plan, 4, f.table, 2, f.lens, f.ws, f.ws_size, NULL), 0);
+    f.lens[0] = 1000;
+    for (int layer = 0; layer < 2; layer++) {
+        memset(f.out, 0xA5, FX_BATCH * FX_HEADS * 512 * 2);
+        ck_assert_int_eq(mla_decode_scheduled(f.plan, f.q, f.kv, NULL, 4, f.table, 2, f.out,
+                                              f.lse, f.ws, f.ws_size, NULL),
+                         MLA_STATUS_SUCCESS);
+        ck_assert(memcmp(ref, f.out, FX_BATCH * FX_HEADS * 512 * 2) == 0);
+        ck_assert(memcmp(ref_lse, f.lse, sizeof(ref_lse)) == 0);
+    }
+    ck_assert_int_eq(mla_workspace_status(f.plan, f.ws, &dst), 0);
+    ck_assert_int_eq(dst, MLA_STATUS_SUCCESS);
+
+    /* Another block table than the schedule's: refused, recorded. */
+    int32_t table2[4];
+    memcpy(table2, f.table, sizeof(table2));
+    memset(f.out, 0xA5, FX_BATCH * FX_HEADS * 512 * 2);
+    memset(f.lse, 0xA5, sizeof(f.lse));
+    ck_assert_int_eq(mla_decode_scheduled(f.plan, f.q, f.kv, NULL, 4, table2, 2, f.out, f.lse,
+                                          f.ws, f.ws_size, NULL),
+                     MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert(untouched(&f));
+    ck_assert_int_eq(mla_workspace_status(f.plan, f.ws, &dst), 0);
+    ck_assert_int_eq(dst, MLA_STATUS_INVALID_ARGUMENT);
+
+    /* A schedule that found a bad length: the decodes on it write nothing. */
+    f.lens[0] = 33;
+    ck_assert_int_eq(mla_schedule(f.plan, 4, f.table, 2, f.lens, f.ws, f.ws_size, NULL),
+                     MLA_STATUS_OUT_OF_BOUNDS);
+    ck_assert_int_eq(mla_decode_scheduled(f.plan, f.q, f.kv, NULL, 4, f.table, 2, f.out, f.lse,
+                                          f.ws, f.ws_size, NULL),
+                     MLA_STATUS_OUT_OF_BOUNDS);
+    ck_assert(untouched(&f));
+    ck_assert_int_eq(mla_workspace_status(f.plan, f.ws, &dst), 0);
+    ck_assert_int_eq(dst, MLA_STATUS_OUT_OF_BOUNDS);
+
+    /* A plan of another layout (batch 1) does not take this workspace. */
+    mla_plan_t *other;
+    ck_assert_int_eq(mla_plan_create(&other, f.ctx, f.cfg, 1, 32), 0);
+    ck_assert_int_eq(mla_workspace_status(other, f.ws, &dst), MLA_STATUS_INVALID_ARGUMENT);
+    mla_plan_destroy(other);
+    free(ref);
+    fx_fini(&f);
+}
+END_TEST
+
 START_TEST(decode_needs_scales)
 {
     struct fixture f;
@@ -502,6 +600,7 @@ static Suite *api_suite(void)
     tcase_add_test(tc, config_copy_and_nulls);
     tcase_add_test(tc, plan_args);
     tcase_add_test(tc, decode_args);
+    tcase_add_test(tc, schedule_then_decode);
     tcase_add_test(tc, decode_needs_scales);
     tcase_add_test(tc, append_args);
     suite_add_tcase(s, tc);

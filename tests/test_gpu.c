@@ -359,6 +359,16 @@ static void build_cases(void)
         lens[i] = rnd_int(1500);
     add_case(32, 2, 2, M_G64, 64, 1, 7, lens);
 
+    /* Mixes of a few long and many short requests, which the balanced
+     * schedule cuts across: 4 of 6000-9000 tokens among 60 of 1-300. */
+    for (int k = 0; k < 4; k++) {
+        for (int i = 0; i < 64; i++)
+            lens[i] = i % 16 == 0 ? 6000 + rnd_int(3000) : 1 + rnd_int(300);
+        static const int mm[4] = {M_BF16, M_G128, M_DSMLA, M_BF16};
+        c = add_case(k % 2 ? 128 : 16, 1, 1 + (k == 3), mm[k], 64, k == 3, 64, lens);
+        c->sample = 6;
+    }
+
     /* Length 4096 in every format. */
     for (int m = 0; m < NMODES; m++)
         add_case(16, 1, 1, m, 64, 0, 1, ones);
@@ -927,18 +937,48 @@ START_TEST(decode_grid)
     DM_OK(devmem_memset8(p.d_lse, 0xff, p.lse_elems * 4));
     DM_OK(devmem_memset8(ws, 0xff, ws_bytes));
     DM_OK(devmem_sync());
-    ST_OK(g_gpu, mla_decode(plan, DPTR(p.d_q), DPTR(p.d_kv), p.spr ? DPTR(p.d_sc) : NULL,
-                            p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens), DPTR(p.d_out),
-                            c->no_lse ? NULL : DPTR(p.d_lse), DPTR(ws), ws_bytes, s));
-    DM_OK(devmem_stream_sync(s));
+    /* Odd cases: the schedule once, then two layers' decodes on it; the
+     * first layer's output must equal the second's, bit for bit. */
+    const int scheduled = _i % 2;
+    uint16_t *gout = halloc(p.out_elems * 2);
+    float *glse = halloc(p.lse_elems * 4);
+    float *const lse_arg = c->no_lse ? NULL : DPTR(p.d_lse);
+    if (scheduled) {
+        uint16_t *first = halloc(p.out_elems * 2);
+        float *first_lse = halloc(p.lse_elems * 4);
+        ST_OK(g_gpu, mla_schedule(plan, p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens),
+                                  DPTR(ws), ws_bytes, s));
+        ST_OK(g_gpu, mla_decode_scheduled(plan, DPTR(p.d_q), DPTR(p.d_kv),
+                                          p.spr ? DPTR(p.d_sc) : NULL, p.num_pages,
+                                          DPTR(p.d_bt), p.mpps, DPTR(p.d_out), lse_arg,
+                                          DPTR(ws), ws_bytes, s));
+        DM_OK(devmem_stream_sync(s));
+        DM_OK(devmem_dtoh(first, p.d_out, p.out_elems * 2));
+        DM_OK(devmem_dtoh(first_lse, p.d_lse, p.lse_elems * 4));
+        DM_OK(devmem_memset8(p.d_out, 0xff, p.out_elems * 2));
+        DM_OK(devmem_memset8(p.d_lse, 0xff, p.lse_elems * 4));
+        DM_OK(devmem_sync());
+        ST_OK(g_gpu, mla_decode_scheduled(plan, DPTR(p.d_q), DPTR(p.d_kv),
+                                          p.spr ? DPTR(p.d_sc) : NULL, p.num_pages,
+                                          DPTR(p.d_bt), p.mpps, DPTR(p.d_out), lse_arg,
+                                          DPTR(ws), ws_bytes, s));
+        DM_OK(devmem_stream_sync(s));
+        DM_OK(devmem_dtoh(gout, p.d_out, p.out_elems * 2));
+        DM_OK(devmem_dtoh(glse, p.d_lse, p.lse_elems * 4));
+        REQUIRE(memcmp(first, gout, p.out_elems * 2) == 0 &&
+                    memcmp(first_lse, glse, p.lse_elems * 4) == 0,
+                "%s: two decodes on one schedule differ", c->name);
+    } else {
+        ST_OK(g_gpu, mla_decode(plan, DPTR(p.d_q), DPTR(p.d_kv), p.spr ? DPTR(p.d_sc) : NULL,
+                                p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens),
+                                DPTR(p.d_out), lse_arg, DPTR(ws), ws_bytes, s));
+        DM_OK(devmem_stream_sync(s));
+        DM_OK(devmem_dtoh(gout, p.d_out, p.out_elems * 2));
+        DM_OK(devmem_dtoh(glse, p.d_lse, p.lse_elems * 4));
+    }
     mla_status_t dst = MLA_STATUS_INTERNAL_ERROR;
     ST_OK(g_gpu, mla_workspace_status(plan, DPTR(ws), &dst));
     REQUIRE(dst == MLA_STATUS_SUCCESS, "%s: device status %s", c->name, mla_status_string(dst));
-
-    uint16_t *gout = halloc(p.out_elems * 2);
-    float *glse = halloc(p.lse_elems * 4);
-    DM_OK(devmem_dtoh(gout, p.d_out, p.out_elems * 2));
-    DM_OK(devmem_dtoh(glse, p.d_lse, p.lse_elems * 4));
     if (c->no_lse) {
         for (size_t i = 0; i < p.lse_elems; i++) {
             uint32_t bits;
@@ -948,7 +988,8 @@ START_TEST(decode_grid)
     }
     long fails = check_against_cpu(&p, p.lens, max_seq_len, gout, c->no_lse ? NULL : glse,
                                    c->name);
-    printf("       (%.2f s, workspace %zu bytes)\n", now_s() - t0, ws_bytes);
+    printf("       (%.2f s, workspace %zu bytes%s)\n", now_s() - t0, ws_bytes,
+           scheduled ? ", mla_schedule + 2 x mla_decode_scheduled" : "");
     arena_reset();
     REQUIRE(fails == 0, "%s: %ld mismatches (see log)", c->name, fails);
 }
@@ -972,20 +1013,18 @@ START_TEST(graph_replay)
     c.h_kv = 1;
     c.q_len = 2;
     c.causal = 1;
-    const int fused = _i >= 4;
+    const int scheduled = _i >= 4; /* mla_schedule + two mla_decode_scheduled */
     c.mode = _i % 2 == 0 ? M_BF16 : M_G64;
     c.page = _i % 4 < 2 ? 16 : 64; /* 64: the sm_90a kernel where there is one */
     c.batch = 4;
     memcpy(c.lens, lens1, sizeof(lens1));
     snprintf(c.name, sizeof(c.name), "graph %s P%d %s", modes[c.mode].name, c.page,
-             fused ? "fused" : "separate");
+             scheduled ? "scheduled" : "decode");
     build_problem(&p, &c, fill, 0);
     if (_i % 4 >= 2 && g_hopper)
         setenv("MLA_KERNEL", "hopper", 1);
-    setenv("MLA_SCHEDULE", fused ? "fused" : "separate", 1);
     mla_plan_t *plan = gpu_plan(&p, 300);
     unsetenv("MLA_KERNEL");
-    unsetenv("MLA_SCHEDULE");
     REQUIRE(plan, "plan");
     size_t ws_bytes = 0;
     devmem_ptr ws = gpu_workspace(plan, &ws_bytes);
@@ -993,11 +1032,22 @@ START_TEST(graph_replay)
     devmem_graph graph = NULL;
     devmem_graph_exec exec = NULL;
     DM_OK(devmem_capture_begin(g_stream, DEVMEM_CAPTURE_THREAD_LOCAL));
-    mla_status_t st = mla_decode(plan, DPTR(p.d_q), DPTR(p.d_kv), p.spr ? DPTR(p.d_sc) : NULL,
-                                 p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens),
-                                 DPTR(p.d_out), DPTR(p.d_lse), DPTR(ws), ws_bytes, g_stream);
+    mla_status_t st;
+    if (scheduled) {
+        st = mla_schedule(plan, p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens), DPTR(ws),
+                          ws_bytes, g_stream);
+        for (int layer = 0; layer < 2 && st == MLA_STATUS_SUCCESS; layer++)
+            st = mla_decode_scheduled(plan, DPTR(p.d_q), DPTR(p.d_kv),
+                                      p.spr ? DPTR(p.d_sc) : NULL, p.num_pages, DPTR(p.d_bt),
+                                      p.mpps, DPTR(p.d_out), DPTR(p.d_lse), DPTR(ws), ws_bytes,
+                                      g_stream);
+    } else {
+        st = mla_decode(plan, DPTR(p.d_q), DPTR(p.d_kv), p.spr ? DPTR(p.d_sc) : NULL,
+                        p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens), DPTR(p.d_out),
+                        DPTR(p.d_lse), DPTR(ws), ws_bytes, g_stream);
+    }
     int end_rc = devmem_capture_end(g_stream, &graph);
-    REQUIRE(st == MLA_STATUS_SUCCESS, "mla_decode under capture -> %s: %s",
+    REQUIRE(st == MLA_STATUS_SUCCESS, "decode under capture -> %s: %s",
             mla_status_string(st), mla_context_last_error(g_gpu));
     REQUIRE(end_rc == 0, "cuStreamEndCapture: %s", devmem_last_error());
     DM_OK(devmem_graph_instantiate(&exec, graph));
@@ -1031,12 +1081,7 @@ START_TEST(graph_replay)
 END_TEST
 
 /* ------------------------------------------------------------------ */
-/* Device-side validation */
-
-enum { OOB_LEN_PAGES, OOB_LEN_PLAN, OOB_BT_HIGH, OOB_BT_NEG, OOB_LEN_NEG, OOB_KINDS };
-static const char *const oob_names[OOB_KINDS] = {
-    "length > max_pages_per_seq * page_size", "length > plan max_seq_len",
-    "block-table entry >= num_pages", "negative block-table entry", "negative length"};
+/* mla_decode_scheduled without a matching schedule */
 
 static int all_ff(const void *buf, size_t n)
 {
@@ -1047,11 +1092,130 @@ static int all_ff(const void *buf, size_t n)
     return 1;
 }
 
+/* Whether the output and LSE were written since poison_outputs(). */
+static int outputs_untouched(const struct prob *p)
+{
+    uint16_t *o = halloc(p->out_elems * 2);
+    float *l = halloc(p->lse_elems * 4);
+    DM_OK(devmem_dtoh(o, p->d_out, p->out_elems * 2));
+    DM_OK(devmem_dtoh(l, p->d_lse, p->lse_elems * 4));
+    return all_ff(o, p->out_elems * 2) && all_ff(l, p->lse_elems * 4);
+}
+
+static void poison_outputs(const struct prob *p)
+{
+    DM_OK(devmem_memset8(p->d_out, 0xff, p->out_elems * 2));
+    DM_OK(devmem_memset8(p->d_lse, 0xff, p->lse_elems * 4));
+    DM_OK(devmem_sync());
+}
+
+static mla_status_t decode_on(mla_plan_t *plan, const struct prob *p, devmem_ptr bt,
+                              devmem_ptr ws, size_t ws_bytes)
+{
+    return mla_decode_scheduled(plan, DPTR(p->d_q), DPTR(p->d_kv), p->spr ? DPTR(p->d_sc) : NULL,
+                                p->num_pages, DPTR(bt), p->mpps, DPTR(p->d_out),
+                                DPTR(p->d_lse), DPTR(ws), ws_bytes, g_stream);
+}
+
+/* A workspace of garbage (no schedule at all: nothing runs and
+ * mla_workspace_status refuses it), a schedule made for another block
+ * table (nothing runs, recorded as INVALID_ARGUMENT), another plan of the
+ * same layout (shares the schedule, same bits) and a plan of another
+ * layout (nothing runs); BF16 narrow, E4M3 wide (pairs). */
+START_TEST(schedule_misuse)
+{
+    static struct kcase c;
+    struct prob p;
+    static const int32_t lens[4] = {100, 700, 0, 64};
+    watchdog("schedule_misuse", _i);
+    arena_reset();
+    rnd_start(5000 + (uint64_t)_i);
+    memset(&c, 0, sizeof(c));
+    c.h_q = _i ? 128 : 16;
+    c.h_kv = 1;
+    c.q_len = 1;
+    c.mode = _i ? M_G128 : M_BF16;
+    c.page = 64;
+    c.batch = 4;
+    memcpy(c.lens, lens, sizeof(lens));
+    snprintf(c.name, sizeof(c.name), "schedule misuse %s h%d", modes[c.mode].name, c.h_q);
+    build_problem(&p, &c, NULL, 0);
+    mla_plan_t *plan = gpu_plan(&p, 1000), *twin = gpu_plan(&p, 1000);
+    mla_plan_t *other = NULL;
+    ST_OK(g_gpu, mla_plan_create(&other, g_gpu, p.cfg, 3, 1000));
+    keep_plan(other);
+    size_t ws_bytes = 0;
+    devmem_ptr ws = gpu_workspace(plan, &ws_bytes);
+    const size_t bt_bytes = (size_t)c.batch * p.mpps * sizeof(int32_t);
+    devmem_ptr bt2 = dalloc(bt_bytes);
+    DM_OK(devmem_htod(bt2, p.bt, bt_bytes));
+    mla_status_t dst = MLA_STATUS_INTERNAL_ERROR;
+
+    /* Garbage: no schedule. */
+    DM_OK(devmem_memset8(ws, 0x5a, ws_bytes));
+    poison_outputs(&p);
+    ST_OK(g_gpu, decode_on(plan, &p, p.d_bt, ws, ws_bytes));
+    DM_OK(devmem_stream_sync(g_stream));
+    REQUIRE(outputs_untouched(&p), "%s: decode on a garbage workspace wrote output", c.name);
+    REQUIRE(mla_workspace_status(plan, DPTR(ws), &dst) == MLA_STATUS_INVALID_ARGUMENT,
+            "%s: mla_workspace_status accepted a workspace no call used", c.name);
+
+    /* Another block table pointer than the schedule's. */
+    ST_OK(g_gpu, mla_schedule(plan, p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens),
+                              DPTR(ws), ws_bytes, g_stream));
+    ST_OK(g_gpu, decode_on(plan, &p, bt2, ws, ws_bytes));
+    DM_OK(devmem_stream_sync(g_stream));
+    REQUIRE(outputs_untouched(&p), "%s: decode with another block table wrote output", c.name);
+    ST_OK(g_gpu, mla_workspace_status(plan, DPTR(ws), &dst));
+    REQUIRE(dst == MLA_STATUS_INVALID_ARGUMENT, "%s: status %s after a mismatched decode",
+            c.name, mla_status_string(dst));
+
+    /* Scheduled again: the right table works, on the plan and its twin. */
+    uint16_t *a = halloc(p.out_elems * 2), *b = halloc(p.out_elems * 2);
+    ST_OK(g_gpu, mla_schedule(plan, p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens),
+                              DPTR(ws), ws_bytes, g_stream));
+    ST_OK(g_gpu, decode_on(plan, &p, p.d_bt, ws, ws_bytes));
+    DM_OK(devmem_stream_sync(g_stream));
+    DM_OK(devmem_dtoh(a, p.d_out, p.out_elems * 2));
+    poison_outputs(&p);
+    ST_OK(g_gpu, decode_on(twin, &p, p.d_bt, ws, ws_bytes));
+    DM_OK(devmem_stream_sync(g_stream));
+    DM_OK(devmem_dtoh(b, p.d_out, p.out_elems * 2));
+    REQUIRE(memcmp(a, b, p.out_elems * 2) == 0, "%s: the twin plan's decode differs", c.name);
+    float *glse = halloc(p.lse_elems * 4);
+    DM_OK(devmem_dtoh(glse, p.d_lse, p.lse_elems * 4));
+    long fails = check_against_cpu(&p, p.lens, 1000, b, glse, c.name);
+
+    /* A plan of another layout (batch 3) finds no schedule of its own. */
+    poison_outputs(&p);
+    ST_OK(g_gpu, decode_on(other, &p, p.d_bt, ws, ws_bytes));
+    DM_OK(devmem_stream_sync(g_stream));
+    REQUIRE(outputs_untouched(&p), "%s: a plan of another layout used the schedule", c.name);
+    REQUIRE(mla_workspace_status(other, DPTR(ws), &dst) == MLA_STATUS_INVALID_ARGUMENT,
+            "%s: mla_workspace_status accepted another layout's workspace", c.name);
+    ST_OK(g_gpu, mla_workspace_status(plan, DPTR(ws), &dst));
+    REQUIRE(dst == MLA_STATUS_SUCCESS, "%s: status %s", c.name, mla_status_string(dst));
+    printf("%-6s %s: garbage, other table, twin plan, other layout\n", fails ? "FAIL" : "ok",
+           c.name);
+    arena_reset();
+    REQUIRE(fails == 0, "%s: %ld mismatches", c.name, fails);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Device-side validation */
+
+enum { OOB_LEN_PAGES, OOB_LEN_PLAN, OOB_BT_HIGH, OOB_BT_NEG, OOB_LEN_NEG, OOB_KINDS };
+static const char *const oob_names[OOB_KINDS] = {
+    "length > max_pages_per_seq * page_size", "length > plan max_seq_len",
+    "block-table entry >= num_pages", "negative block-table entry", "negative length"};
+
 START_TEST(device_validation)
 {
     /* Two configs: BF16 with short lengths, FP8 with long ones (splits);
-     * each with the separate scheduler kernel and self-scheduled. */
-    const int fused = _i % 2, cfgi = _i / 2 / OOB_KINDS, kind = _i / 2 % OOB_KINDS;
+     * each through mla_decode and through mla_schedule +
+     * mla_decode_scheduled. */
+    const int scheduled = _i % 2, cfgi = _i / 2 / OOB_KINDS, kind = _i / 2 % OOB_KINDS;
     static struct kcase c;
     struct prob p;
     watchdog("device_validation", _i);
@@ -1069,14 +1233,12 @@ START_TEST(device_validation)
     const int plan_max = cfgi == 0 ? 100 : 2048;
     memcpy(c.lens, base[cfgi], sizeof(base[cfgi]));
     snprintf(c.name, sizeof(c.name), "validation %s %s: %s", modes[c.mode].name,
-             fused ? "fused" : "separate", oob_names[kind]);
+             scheduled ? "scheduled" : "decode", oob_names[kind]);
     /* Pages per sequence: one more than the plan bound needs, so that a
      * length just past the bound is still covered by the block table. */
     int mpps = (plan_max + c.page - 1) / c.page + 1;
     build_problem(&p, &c, NULL, mpps);
-    setenv("MLA_SCHEDULE", fused ? "fused" : "separate", 1);
     mla_plan_t *plan = gpu_plan(&p, plan_max);
-    unsetenv("MLA_SCHEDULE"); /* read at plan creation only */
     REQUIRE(plan, "plan");
     size_t ws_bytes = 0;
     devmem_ptr ws = gpu_workspace(plan, &ws_bytes);
@@ -1118,9 +1280,18 @@ START_TEST(device_validation)
     DM_OK(devmem_memset8(ws, 0x5a, ws_bytes));
     DM_OK(devmem_sync());
 
-    ST_OK(g_gpu, mla_decode(plan, DPTR(p.d_q), DPTR(p.d_kv), p.spr ? DPTR(p.d_sc) : NULL,
-                            p.num_pages, DPTR(p.d_bt), mpps_call, DPTR(p.d_lens), DPTR(p.d_out),
-                            DPTR(p.d_lse), DPTR(ws), ws_bytes, g_stream));
+    if (scheduled) {
+        ST_OK(g_gpu, mla_schedule(plan, p.num_pages, DPTR(p.d_bt), mpps_call, DPTR(p.d_lens),
+                                  DPTR(ws), ws_bytes, g_stream));
+        ST_OK(g_gpu, mla_decode_scheduled(plan, DPTR(p.d_q), DPTR(p.d_kv),
+                                          p.spr ? DPTR(p.d_sc) : NULL, p.num_pages,
+                                          DPTR(p.d_bt), mpps_call, DPTR(p.d_out),
+                                          DPTR(p.d_lse), DPTR(ws), ws_bytes, g_stream));
+    } else {
+        ST_OK(g_gpu, mla_decode(plan, DPTR(p.d_q), DPTR(p.d_kv), p.spr ? DPTR(p.d_sc) : NULL,
+                                p.num_pages, DPTR(p.d_bt), mpps_call, DPTR(p.d_lens),
+                                DPTR(p.d_out), DPTR(p.d_lse), DPTR(ws), ws_bytes, g_stream));
+    }
     DM_OK(devmem_stream_sync(g_stream));
     mla_status_t dst = MLA_STATUS_INTERNAL_ERROR;
     ST_OK(g_gpu, mla_workspace_status(plan, DPTR(ws), &dst));
@@ -1143,8 +1314,10 @@ START_TEST(device_validation)
     void *cws = halloc(cws_bytes);
     uint16_t *cout = halloc(p.out_elems * 2);
     float *clse = halloc(p.lse_elems * 4);
-    mla_status_t cst = mla_decode(cplan, p.q, p.kv, p.sc, p.num_pages, btc, mpps_call, lens, cout,
-                                  clse, cws, cws_bytes, NULL);
+    mla_status_t cst = scheduled ? mla_schedule(cplan, p.num_pages, btc, mpps_call, lens, cws,
+                                                cws_bytes, NULL)
+                                 : mla_decode(cplan, p.q, p.kv, p.sc, p.num_pages, btc,
+                                              mpps_call, lens, cout, clse, cws, cws_bytes, NULL);
 
     REQUIRE(dst == MLA_STATUS_OUT_OF_BOUNDS, "%s: device status %s, want out of bounds", c.name,
             mla_status_string(dst));
@@ -1347,28 +1520,6 @@ static void check_plan_env(const char *test, const struct env_case *k, int n, in
     }
 }
 
-/* MLA_SCHEDULE and MLA_SPLIT_MIN_TILES: accepted values plan, others are
- * refused with the documented status. */
-START_TEST(tuning_env)
-{
-    static const struct env_case k[] = {
-        {"MLA_SCHEDULE", "auto", 16, M_BF16, 2, 4096, MLA_STATUS_SUCCESS},
-        {"MLA_SCHEDULE", "separate", 16, M_BF16, 64, 4096, MLA_STATUS_SUCCESS},
-        {"MLA_SCHEDULE", "fused", 16, M_BF16, 16, 4096, MLA_STATUS_SUCCESS},
-        /* a batch above 16; 8192 pages in all */
-        {"MLA_SCHEDULE", "fused", 16, M_BF16, 17, 4096, MLA_STATUS_NOT_SUPPORTED},
-        {"MLA_SCHEDULE", "fused", 16, M_BF16, 2, 262144, MLA_STATUS_NOT_SUPPORTED},
-        {"MLA_SCHEDULE", "inline", 16, M_BF16, 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
-        {"MLA_SPLIT_MIN_TILES", "1", 16, M_BF16, 2, 4096, MLA_STATUS_SUCCESS},
-        {"MLA_SPLIT_MIN_TILES", "64", 16, M_BF16, 2, 4096, MLA_STATUS_SUCCESS},
-        {"MLA_SPLIT_MIN_TILES", "0", 16, M_BF16, 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
-        {"MLA_SPLIT_MIN_TILES", "65", 16, M_BF16, 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
-        {"MLA_SPLIT_MIN_TILES", "2x", 16, M_BF16, 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
-    };
-    check_plan_env("tuning_env", k, (int)(sizeof(k) / sizeof(k[0])), 1);
-}
-END_TEST
-
 START_TEST(kernel_choice)
 {
     if (!g_hopper) {
@@ -1418,6 +1569,10 @@ static Suite *gpu_suite(void)
     tcase_add_loop_test(tc, graph_replay, 0, 8);
     suite_add_tcase(s, tc);
 
+    tc = tcase_create("schedule misuse");
+    tcase_add_loop_test(tc, schedule_misuse, 0, 2);
+    suite_add_tcase(s, tc);
+
     tc = tcase_create("validation");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, device_validation, 0, g_quick ? 2 * OOB_KINDS : 4 * OOB_KINDS);
@@ -1425,7 +1580,6 @@ static Suite *gpu_suite(void)
 
     tc = tcase_create("kernel choice");
     tcase_add_test(tc, kernel_choice);
-    tcase_add_test(tc, tuning_env);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("append");

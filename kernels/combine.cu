@@ -24,8 +24,12 @@ extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
      * finished and its partials are visible. */
     mla::griddep_wait();
     const uint8_t *ws = (const uint8_t *)p.workspace;
-    if (!mla::schedule_matches(p) || ((const mla_ws_header *)ws)->status != 0)
-        return; /* the decode kernel ran nothing either */
+    /* Not this layout's schedule, or bad input (a decode handed other
+     * block-table arguments than its schedule's recorded that as well):
+     * the decode kernel ran nothing either. */
+    const int4 head = mla::header_head(p);
+    if (!mla::layout_matches(p, head) || head.x != 0)
+        return;
     const int b = (int)blockIdx.x / p.q_len;
     const int qi = (int)blockIdx.x - b * p.q_len;
     const int h = (int)blockIdx.y * COMBINE_HEADS + (int)(threadIdx.x >> 5);

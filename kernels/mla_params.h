@@ -81,9 +81,9 @@ struct mla_decode_params {
     /* Tiling and schedule. */
     int32_t block_n;       /* keys per KV tile: 32 or 64 */
     int32_t num_stages;    /* shared-memory stages, 1..MLA_MAX_STAGES */
-    int32_t parts;         /* P: equal shares of the work, one per resident
-                              group of m_blocks x h_kv CTAs */
-    int32_t max_pieces;    /* decode grid.z: batch + parts - 1 */
+    int32_t parts;         /* slots: resident groups of m_blocks x h_kv CTAs */
+    int32_t max_pieces;    /* decode grid.z: batch + 2 parts (at most 65535) */
+    int32_t partial_slots; /* split pieces the partials have room for: 3 parts */
     int32_t piece_cost;    /* fixed cost of a piece, in KV tiles */
     int32_t min_piece_tiles; /* fewest KV tiles a split piece gets (>= 1) */
     uint32_t plan_tag;     /* identifies the schedule layout (mla_ws_header) */
@@ -128,16 +128,15 @@ struct mla_append_params {
  *   entries, and the host zeroes the status word first (a 1-word memset):
  *   every CTA that finds bad input stores MLA_STATUS_OUT_OF_BOUNDS there.
  *
- *   The pieces: each non-empty request costs its KV tiles plus piece_cost,
- *   the requests are laid end to end and the line is cut into `parts`
- *   equal lengths (one per resident group of CTAs), so every group gets
- *   an equal share however the lengths mix.  A cut inside a request
- *   splits it; a cut that would leave fewer than min_piece_tiles tiles on
- *   either side of it is dropped.  Each piece (request, KV tiles [t0, t1),
- *   partial slot) is one decode grid slice; pieces are stored largest
- *   first, so the hardware's in-order dispatch packs the small ones last.
- *   At most batch + parts - 1 pieces (= max_pieces) and 2 (parts - 1)
- *   split pieces (the partial slots).
+ *   The pieces: each non-empty request is cut into equal pieces of about c
+ *   KV tiles (never under min_piece_tiles), c being the step's tiles over
+ *   1 to 4 waves of `parts` slots (one slot: a resident group of m_blocks
+ *   x h_kv CTAs), the one whose estimated greedy schedule, with
+ *   piece_cost tiles per piece, is shortest (schedule.cu).  Each piece
+ *   (request, KV tiles [t0, t1), partial slot) is one decode grid slice;
+ *   pieces are stored largest first, so the hardware's in-order dispatch
+ *   packs the small ones last.  At most max_pieces pieces and
+ *   partial_slots split pieces.
  *
  * mla_decode_<f>_n<BN> (kernels/decode.cu), struct mla_decode_params
  *   f in {bf16, e4m3, dsmla} (MLA_FMT_*), BN = block_n in {32, 64}.
@@ -179,7 +178,7 @@ struct mla_append_params {
  *   ws_reqs     int2 [batch]: request b's piece count and first partial
  *               slot (-1 unless it has more than one piece)
  *   ws_pieces   int4 [max_pieces]: (request, t0, t1, partial slot or -1)
- *   ws_oaccum   fp32 [2 (parts - 1) or 1, q_len, h_q, 512]: a split
+ *   ws_oaccum   fp32 [partial_slots, q_len, h_q, 512]: a split
  *               piece's O divided by its own softmax sum, times out_scale
  *               (0 when it saw no key); the slots of one request are
  *               consecutive, in key order
@@ -188,10 +187,10 @@ struct mla_append_params {
  *               when it saw no key
  */
 #define MLA_DECODE_THREADS 512 /* warps 0-7 MMA, 8-11 convert, 12 load, 13-15 idle */
-#define MLA_SCHEDULE_THREADS 1024
+#define MLA_SCHEDULE_THREADS 512
 /* Defaults of the schedule's tuning: the fixed cost of a piece (Q load,
  * pipeline fill, partial write and combine) in KV tiles, and the fewest
- * tiles on either side of a cut. */
+ * tiles of a split piece. */
 #define MLA_PIECE_COST 2
 #define MLA_MIN_PIECE_TILES 2
 #define MLA_MAX_STAGES 4

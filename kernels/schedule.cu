@@ -1,17 +1,32 @@
 /*
  * schedule.cu - the split-KV scheduler: checks the device-resident lengths
- * and block table, keeps the lengths it read, and cuts the step's work into
- * pieces of equal cost whatever the mix of lengths (the contract is in
+ * and block table, keeps the lengths it read, and splits the step's work
+ * into pieces whatever the mix of lengths (the contract is in
  * mla_params.h).  Launched by mla_decode() before the decode kernel, or
  * once per step by mla_schedule() for every decode of that step.
  *
- * CTA 0 does the cutting with three passes over the lengths, each thread
- * taking a contiguous run of requests, so that prefix sums give every
- * request its place on the cost line: (1) read and check the lengths,
- * total the cost; (2) count each request's pieces and the split ones, and
- * a histogram of piece sizes; (3) write the pieces, largest first.  The
- * block table's entries are checked by CTA 0 after that when it is alone,
- * else by CTAs 1.. at the same time, one warp per request.
+ * The pieces run as independent CTAs that the hardware dispatches in grid
+ * order as SMs free up, so the goal is the shortest greedy schedule of
+ * the pieces on `parts` slots, each piece costing its tiles plus a fixed
+ * piece_cost.  Two rules, the one with the shorter estimate wins:
+ *  - equal splits: each request in n equal pieces of about c tiles, c the
+ *    step's tiles over r = 1..kRounds waves of slots: uniform batches come
+ *    out as whole requests or equal splits that fill whole waves, with no
+ *    more pieces (partials to merge) than that needs;
+ *  - parts: the requests end to end on a cost line (tiles plus one fixed
+ *    cost each), cut at every multiple of one slot's share, as a
+ *    persistent kernel would take them: for lengths that vary, where equal
+ *    splits make pieces of unequal size and greedy rounds end unevenly.
+ * Pieces are stored largest first, so in-order dispatch packs the small
+ * ones last.
+ *
+ * CTA 0 does it in three passes over the lengths, each thread taking a
+ * contiguous run of requests: (1) read and check the lengths; prefix sums
+ * of tiles and cost; (2) the equal-split candidates' piece counts and
+ * sizes, and the rule; (3) prefix sums of the split pieces give their
+ * partial slots, a histogram of sizes their order, then the pieces.  The
+ * block-table entries are checked at the same time by the warps of CTA 0
+ * when it is alone, else by CTAs 1.., one warp a request.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -25,13 +40,34 @@ namespace sched {
 
 constexpr int kThreads = MLA_SCHEDULE_THREADS;
 constexpr int kWarps = kThreads / 32;
-/* Piece sizes for the largest-first order, in 1/kBuckets of the share. */
+/* Waves of slots the equal-split candidates aim at. */
+constexpr int kRounds = 4;
+/* Piece sizes for the largest-first order. */
 constexpr int kBuckets = 32;
+
+/* Per equal-split candidate r: pieces, split pieces (partial slots),
+ * largest and smallest piece. */
+struct Stats {
+    long long pieces[kRounds], split[kRounds];
+    int maxp[kRounds], minp[kRounds];
+};
+
+/* How the requests are cut: into n equal pieces of about c tiles, or
+ * (parts) at every multiple of `share` on the cost line. */
+struct Rule {
+    bool parts;
+    float c;
+    long long share;
+};
 
 struct Shared {
     long long warp_sum[kWarps];
-    int hist[kBuckets];
-    int base[kBuckets];
+    Stats warp_stats[kWarps];
+    Stats stats;
+    int hist[kBuckets], base[kBuckets];
+    Rule rule;
+    int maxp; /* the largest piece, for the buckets */
+    int npieces;
 };
 
 /* Exclusive prefix sum of v over the CTA, and the total. */
@@ -59,37 +95,141 @@ MLA_DEV long long block_scan(long long v, Shared &sh, long long &total)
     return before + x - v;
 }
 
-/* The cutting rule, for one request of nt > 0 tiles whose cost line
- * starts at c (its fixed cost first, then one unit per tile): the part
- * boundaries x = k * share inside its tiles are the cuts, except those
- * that would leave fewer than min_tiles tiles on either side.  Calls
- * f(t0, t1, i) for piece i = 0, 1, ... and returns the count. */
-template <class F>
-MLA_DEV int cut_request(long long c, int nt, long long share, int cost, int min_tiles, F &&f)
+MLA_DEV int ceil_tiles(int len, int bn)
 {
-    const long long a = c + cost, e = a + nt; /* tile t sits at a + t */
-    int prev = 0, n = 0;
-    for (long long x = (a / share + 1) * share; x < e; x += share) {
-        const int t = (int)(x - a);
-        if (t - prev < min_tiles || nt - t < min_tiles)
-            continue;
-        f(prev, t, n++);
-        prev = t;
+    return (int)(((long long)len + bn - 1) / bn);
+}
+
+/* Equal split: round(nt / c) pieces, at least 1, none under min_tiles. */
+MLA_DEV int pieces_of(int nt, float c, int min_tiles)
+{
+    const int most = nt / min_tiles > 1 ? nt / min_tiles : 1;
+    const int n = __float2int_rn((float)nt / c);
+    return n < 1 ? 1 : n > most ? most : n;
+}
+
+/* Parts: the cuts of a request of nt tiles whose tiles sit at [a, a + nt)
+ * on the cost line are the multiples of share inside, but a first or last
+ * one closer than min_tiles to the request's edge (share >= min_tiles, so
+ * no two are closer).  Cuts k1..k2, as multiples of share; k2 < k1: none. */
+MLA_DEV void part_cuts(long long a, int nt, long long share, int min_tiles, long long &k1,
+                       long long &k2)
+{
+    k1 = a / share + 1;
+    k2 = (a + nt - 1) / share;
+    if (k1 <= k2 && k1 * share - a < min_tiles)
+        k1++;
+    if (k1 <= k2 && a + nt - k2 * share < min_tiles)
+        k2--;
+}
+
+/* Calls f(t0, t1, i) for each piece of a request of nt > 0 tiles whose
+ * cost line starts at c0 (its fixed cost first); returns the count. */
+template <class F>
+MLA_DEV int cut(const Rule &rule, long long c0, int nt, int cost, int min_tiles, F &&f)
+{
+    if (rule.parts) {
+        const long long a = c0 + cost;
+        long long k1, k2;
+        part_cuts(a, nt, rule.share, min_tiles, k1, k2);
+        int prev = 0, i = 0;
+        for (long long k = k1; k <= k2; k++) {
+            const int t = (int)(k * rule.share - a);
+            f(prev, t, i++);
+            prev = t;
+        }
+        f(prev, nt, i++);
+        return i;
     }
-    f(prev, nt, n++);
+    const int n = pieces_of(nt, rule.c, min_tiles), q = nt / n, rem = nt - q * n;
+    for (int i = 0, t0 = 0; i < n; i++) {
+        const int len = q + (i < rem); /* the first nt % n are a tile longer */
+        f(t0, t0 + len, i);
+        t0 += len;
+    }
     return n;
 }
 
 /* Larger pieces in lower buckets (dispatched first). */
-MLA_DEV int bucket(int tiles, long long share, int min_tiles)
+MLA_DEV int bucket(int tiles, int maxp)
 {
-    const long long k = (long long)tiles * kBuckets / (share + min_tiles);
+    const long long k = (long long)tiles * kBuckets / ((long long)maxp + 1);
     return kBuckets - 1 - (int)(k < kBuckets - 1 ? k : kBuckets - 1);
 }
 
-MLA_DEV int ceil_tiles(int len, int bn)
+/* The equal-split candidates' statistics over the CTA (warp shuffles,
+ * then thread 0 over the warps' results). */
+MLA_DEV void reduce_stats(Stats &s, Shared &sh)
 {
-    return (int)(((long long)len + bn - 1) / bn);
+    const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
+#pragma unroll
+    for (int r = 0; r < kRounds; r++)
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            s.pieces[r] += __shfl_xor_sync(0xffffffffu, s.pieces[r], o);
+            s.split[r] += __shfl_xor_sync(0xffffffffu, s.split[r], o);
+            s.maxp[r] = max(s.maxp[r], __shfl_xor_sync(0xffffffffu, s.maxp[r], o));
+            s.minp[r] = min(s.minp[r], __shfl_xor_sync(0xffffffffu, s.minp[r], o));
+        }
+    if (lane == 0)
+        sh.warp_stats[warp] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        Stats t = sh.warp_stats[0];
+        for (int w = 1; w < kWarps; w++)
+            for (int r = 0; r < kRounds; r++) {
+                t.pieces[r] += sh.warp_stats[w].pieces[r];
+                t.split[r] += sh.warp_stats[w].split[r];
+                t.maxp[r] = max(t.maxp[r], sh.warp_stats[w].maxp[r]);
+                t.minp[r] = min(t.minp[r], sh.warp_stats[w].minp[r]);
+            }
+        sh.stats = t;
+    }
+}
+
+/*
+ * Thread 0: the rule whose estimated greedy schedule on p.parts slots is
+ * shortest.  Equal splits over r waves, where they make pieces of about
+ * one size: the largest piece, the work spread evenly, whole rounds of
+ * the smallest pieces; parts: a share and about two pieces' fixed cost a
+ * slot.  Parts always fit the grid and the partial slots (at most batch +
+ * parts - 1 pieces, 2 (parts - 1) split); an equal split only where it
+ * does.  (A greedy simulation of FlashMLA's benchmark lengths at 128
+ * requests: equal splits 292 tile-times, parts 267, 245 ideal.)
+ */
+MLA_DEV void choose_rule(const mla_decode_params &p, Shared &sh, long long tiles,
+                         long long cost_total, const float (&cr)[kRounds])
+{
+    const Stats &t = sh.stats;
+    const int cost = p.piece_cost;
+    Rule rule;
+    rule.parts = true;
+    rule.c = 0.0f;
+    rule.share = (cost_total + p.parts - 1) / p.parts;
+    if (rule.share < p.min_piece_tiles)
+        rule.share = p.min_piece_tiles;
+    float best = (float)(rule.share + 2 * cost);
+    int maxp = (int)(rule.share < 0x7fffffff ? rule.share : 0x7fffffff);
+    for (int r = 0; r < kRounds; r++) {
+        if (t.pieces[r] > p.max_pieces || t.split[r] > p.partial_slots)
+            continue;
+        /* Pieces of unequal size (lengths that vary) defeat the estimate:
+         * greedy rounds then end unevenly. */
+        if (t.maxp[r] > t.minp[r] + max(2, t.minp[r] / 8))
+            continue;
+        const float rounds = (float)((t.pieces[r] + p.parts - 1) / p.parts);
+        float est = (float)(t.maxp[r] + cost);
+        est = fmaxf(est, (float)(tiles + cost * t.pieces[r]) / (float)p.parts);
+        est = fmaxf(est, rounds * (float)(t.minp[r] + cost));
+        if (est <= best) { /* ties: fewer pieces */
+            best = est;
+            rule.parts = false;
+            rule.c = cr[r];
+            maxp = t.maxp[r];
+        }
+    }
+    sh.rule = rule;
+    sh.maxp = maxp;
 }
 
 /* CTA 0: lengths, pieces, header; the block table too when alone. */
@@ -97,6 +237,7 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
 {
     __shared__ Shared sh;
     const int tid = (int)threadIdx.x;
+    const uint32_t lane = threadIdx.x & 31u;
     const int32_t *lens = (const int32_t *)p.seq_lens;
     uint8_t *ws = (uint8_t *)p.workspace;
     int32_t *kept = (int32_t *)(ws + p.ws_lens);
@@ -107,8 +248,18 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
     const int per = (p.batch + kThreads - 1) / kThreads;
     const int lo = min(p.batch, tid * per), hi = min(p.batch, lo + per);
 
-    /* 1: the lengths, read once; the cost line. */
-    long long mine = 0;
+    /* Alone: the block table first, while the lengths below load too. */
+    bool bad_page = false;
+    if (p.sched_ctas == 1)
+        for (int b = tid >> 5; b < p.batch; b += kWarps) {
+            const int len = lens[b];
+            if (len >= 0 && len <= limit)
+                bad_page |= __any_sync(0xffffffffu, bad_pages(p, b, len, lane));
+        }
+
+    /* 1: the lengths, read once; the tiles, and the cost line (every
+     * non-empty request's tiles plus one fixed cost). */
+    long long tiles = 0, line = 0;
     bool bad = false;
     for (int b = lo; b < hi; b++) {
         int len = lens[b];
@@ -118,42 +269,71 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
         }
         kept[b] = len;
         const int nt = ceil_tiles(len, bn);
-        mine += nt ? nt + cost : 0;
+        tiles += nt;
+        line += nt ? nt + cost : 0;
     }
     if (tid < kBuckets)
         sh.hist[tid] = 0;
-    long long total;
-    const long long c0 = block_scan(mine, sh, total);
+    long long total_tiles, total_line;
+    block_scan(tiles, sh, total_tiles);
+    const long long c0 = block_scan(line, sh, total_line);
     const bool bad_len = __syncthreads_or(bad) != 0;
-    const long long share = total > 0 ? (total + p.parts - 1) / p.parts : 1;
 
-    /* 2: piece counts, split pieces, sizes. */
-    long long c = c0;
-    int split = 0;
+    /* 2: the equal-split candidates, and the rule. */
+    float cr[kRounds];
+    Stats s;
+#pragma unroll
+    for (int r = 0; r < kRounds; r++) {
+        const float c = (float)total_tiles / (float)((long long)(r + 1) * p.parts);
+        cr[r] = c > (float)min_tiles ? c : (float)min_tiles;
+        s.pieces[r] = s.split[r] = 0;
+        s.maxp[r] = 0;
+        s.minp[r] = 0x7fffffff;
+    }
     for (int b = lo; b < hi; b++) {
         const int nt = ceil_tiles(kept[b], bn);
         if (!nt)
             continue;
-        const int n = cut_request(c, nt, share, cost, min_tiles, [&](int t0, int t1, int) {
-            atomicAdd(&sh.hist[bucket(t1 - t0, share, min_tiles)], 1);
+#pragma unroll
+        for (int r = 0; r < kRounds; r++) {
+            const int n = pieces_of(nt, cr[r], min_tiles);
+            s.pieces[r] += n;
+            s.split[r] += n > 1 ? n : 0;
+            s.maxp[r] = max(s.maxp[r], (nt + n - 1) / n);
+            s.minp[r] = min(s.minp[r], nt / n);
+        }
+    }
+    reduce_stats(s, sh);
+    if (tid == 0)
+        choose_rule(p, sh, total_tiles, total_line, cr);
+    __syncthreads();
+    const Rule rule = sh.rule;
+    const int maxp = sh.maxp;
+
+    /* 3: split slots by prefix sum, sizes by histogram, then the pieces. */
+    int split = 0;
+    long long c = c0;
+    for (int b = lo; b < hi; b++) {
+        const int nt = ceil_tiles(kept[b], bn);
+        if (!nt)
+            continue;
+        const int n = cut(rule, c, nt, cost, min_tiles, [&](int t0, int t1, int) {
+            atomicAdd(&sh.hist[bucket(t1 - t0, maxp)], 1);
         });
         split += n > 1 ? n : 0;
         c += nt + cost;
     }
     long long nsplit;
-    long long slot = block_scan(split, sh, nsplit);
+    int slot = (int)block_scan(split, sh, nsplit);
     if (tid == 0) {
         int acc = 0;
         for (int k = 0; k < kBuckets; k++) {
             sh.base[k] = acc;
             acc += sh.hist[k];
         }
-        sh.hist[0] = acc; /* the piece count, read below */
+        sh.npieces = acc;
     }
     __syncthreads();
-    const int npieces = sh.hist[0];
-
-    /* 3: the pieces, each request's split ones on consecutive slots. */
     c = c0;
     for (int b = lo; b < hi; b++) {
         const int nt = ceil_tiles(kept[b], bn);
@@ -161,10 +341,10 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
             reqs[b] = make_int2(0, -1);
             continue;
         }
-        const int n = cut_request(c, nt, share, cost, min_tiles, [](int, int, int) {});
-        const int first = n > 1 ? (int)slot : -1;
-        cut_request(c, nt, share, cost, min_tiles, [&](int t0, int t1, int i) {
-            const int at = atomicAdd(&sh.base[bucket(t1 - t0, share, min_tiles)], 1);
+        const int n = cut(rule, c, nt, cost, min_tiles, [](int, int, int) {});
+        const int first = n > 1 ? slot : -1;
+        cut(rule, c, nt, cost, min_tiles, [&](int t0, int t1, int i) {
+            const int at = atomicAdd(&sh.base[bucket(t1 - t0, maxp)], 1);
             pieces[at] = make_int4(b, t0, t1, n > 1 ? first + i : -1);
         });
         reqs[b] = make_int2(n, first);
@@ -172,19 +352,11 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
         c += nt + cost;
     }
 
-    /* Alone: the block table too (the lengths above, kept). */
-    bool bad_page = false;
-    if (p.sched_ctas == 1) {
-        __syncthreads(); /* kept[] of every thread */
-        const uint32_t lane = threadIdx.x & 31u;
-        for (int b = tid >> 5; b < p.batch; b += kWarps)
-            bad_page |= __any_sync(0xffffffffu, bad_pages(p, b, kept[b], lane));
-    }
     bad_page = __syncthreads_or(bad_page) != 0;
     if (tid == 0) {
         mla_ws_header *h = ws_header(p);
         h->plan_tag = p.plan_tag;
-        h->num_pieces = npieces;
+        h->num_pieces = sh.npieces;
         h->block_table = p.block_table;
         h->num_pages = p.num_pages;
         h->max_pages_per_seq = p.max_pages_per_seq;

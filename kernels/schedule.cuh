@@ -88,17 +88,32 @@ MLA_DEV bool bad_pages(const mla_decode_params &p, int b, int len, uint32_t lane
     return bad;
 }
 
-/* Whether the workspace holds a schedule made by this plan's layout for
- * this call's cache and block table (mla_decode_scheduled may be handed
- * other ones). */
+/* The header's first 16 bytes (status, magic, plan_tag, num_pieces). */
+MLA_DEV int4 header_head(const mla_decode_params &p)
+{
+    return ld_volatile_v4(ws_header(p));
+}
+
+/* Whether a header head is a schedule of this plan's layout. */
+MLA_DEV bool layout_matches(const mla_decode_params &p, const int4 &head)
+{
+    return (uint32_t)head.y == MLA_WS_MAGIC && (uint32_t)head.z == p.plan_tag;
+}
+
+/* Whether the schedule was made for this call's block table and cache
+ * (mla_decode_scheduled may be handed other ones): one round trip. */
+MLA_DEV bool args_match(const mla_decode_params &p)
+{
+    const int4 a = ld_volatile_v4((const uint8_t *)ws_header(p) + 16);
+    const int4 b = ld_volatile_v4((const uint8_t *)ws_header(p) + 32);
+    const uint64_t bt = (uint64_t)(uint32_t)a.x | (uint64_t)(uint32_t)a.y << 32;
+    const int64_t np = (int64_t)((uint64_t)(uint32_t)a.z | (uint64_t)(uint32_t)a.w << 32);
+    return bt == p.block_table && np == p.num_pages && b.x == p.max_pages_per_seq;
+}
+
 MLA_DEV bool schedule_matches(const mla_decode_params &p)
 {
-    mla_ws_header *h = ws_header(p);
-    return (uint32_t)ld_volatile_s32((const int32_t *)&h->magic) == MLA_WS_MAGIC &&
-           (uint32_t)ld_volatile_s32((const int32_t *)&h->plan_tag) == p.plan_tag &&
-           (uint64_t)ld_volatile_s64(&h->block_table) == p.block_table &&
-           ld_volatile_s64(&h->num_pages) == p.num_pages &&
-           ld_volatile_s32(&h->max_pages_per_seq) == p.max_pages_per_seq;
+    return layout_matches(p, header_head(p)) && args_match(p);
 }
 
 /*
@@ -111,9 +126,9 @@ MLA_DEV bool schedule_matches(const mla_decode_params &p)
  */
 MLA_DEV bool cta_has_work(const mla_decode_params &p)
 {
-    mla_ws_header *h = ws_header(p);
-    return schedule_matches(p) && ld_volatile_s32(&h->status) == 0 &&
-           (int)blockIdx.z < ld_volatile_s32(&h->num_pieces);
+    const int4 head = header_head(p);
+    const bool args = args_match(p); /* issued beside the head's load */
+    return layout_matches(p, head) && args && head.x == 0 && (int)blockIdx.z < head.w;
 }
 
 /* Called by one thread of CTA (0, 0, 0) when it found nothing to do: if
@@ -126,11 +141,8 @@ MLA_DEV void report_bad_call(const mla_decode_params &p)
 {
     if (blockIdx.x | blockIdx.y | blockIdx.z)
         return;
-    mla_ws_header *h = ws_header(p);
-    if ((uint32_t)ld_volatile_s32((const int32_t *)&h->magic) == MLA_WS_MAGIC &&
-        (uint32_t)ld_volatile_s32((const int32_t *)&h->plan_tag) == p.plan_tag &&
-        !schedule_matches(p))
-        h->status = (int32_t)MLA_STATUS_INVALID_ARGUMENT;
+    if (layout_matches(p, header_head(p)) && !args_match(p))
+        ws_header(p)->status = (int32_t)MLA_STATUS_INVALID_ARGUMENT;
 }
 
 /*

@@ -1,6 +1,7 @@
 /* decode.c - argument validation and dispatch of mla_decode(),
  * mla_schedule(), mla_decode_scheduled() and mla_workspace_status().
  * SPDX-License-Identifier: MIT */
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -8,6 +9,16 @@
 #include "mla_params.h"
 
 #define ALIGNED(p, a) ((((uintptr_t)(p)) & ((uintptr_t)(a) - 1)) == 0)
+
+/* The kernels read the header as 16-byte vectors (kernels/schedule.cuh). */
+_Static_assert(offsetof(struct mla_ws_header, magic) == 4 &&
+                   offsetof(struct mla_ws_header, plan_tag) == 8 &&
+                   offsetof(struct mla_ws_header, num_pieces) == 12 &&
+                   offsetof(struct mla_ws_header, block_table) == 16 &&
+                   offsetof(struct mla_ws_header, num_pages) == 24 &&
+                   offsetof(struct mla_ws_header, max_pages_per_seq) == 32 &&
+                   sizeof(struct mla_ws_header) <= MLA_WS_HEADER_BYTES,
+               "workspace header layout");
 
 static int valid_plan(const mla_plan_t *plan)
 {

@@ -262,7 +262,7 @@ static int32_t ceil_div(int64_t a, int64_t b)
 static uint32_t schedule_tag(const struct mla_decode_params *p)
 {
     const int64_t v[] = {p->batch, p->q_len, p->h_q, p->max_seq_len, p->page_size, p->block_n, p->parts,
-                         p->max_pieces, p->piece_cost, p->min_piece_tiles,
+                         p->max_pieces, p->partial_slots, p->piece_cost, p->min_piece_tiles,
                          (int64_t)p->ws_lens, (int64_t)p->ws_reqs, (int64_t)p->ws_pieces,
                          (int64_t)p->ws_oaccum, (int64_t)p->ws_lseaccum, p->sched_ctas};
     uint32_t h = 2166136261u;
@@ -350,18 +350,20 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
                              "of shared memory) cannot be resident on %s",
                              bn, stages, smem, g->name);
 
-    /* The schedule (kernels/schedule.cu): one part of the step's work per
-     * group of m_blocks x h_kv CTAs that can be resident at once, so the
-     * pieces fill one wave; a grid slice per piece, at most batch + parts
-     * - 1 of them (gridDim.z <= 65535). */
+    /* The schedule (kernels/schedule.cu): pieces for greedy dispatch on
+     * `parts` slots (groups of m_blocks x h_kv CTAs resident at once), at
+     * most 2 waves' worth past one piece per request (gridDim.z <=
+     * 65535), and room for 3 waves' worth of split pieces' partials. */
     const int64_t ctas_per_piece = (int64_t)m_blocks * s->num_kv_heads;
     int64_t parts = target / ctas_per_piece;
-    if (parts > MLA_MAX_GRID_YZ + 1 - batch)
-        parts = MLA_MAX_GRID_YZ + 1 - batch;
+    if (parts > MLA_MAX_GRID_YZ - batch)
+        parts = MLA_MAX_GRID_YZ - batch;
     if (parts < 1)
         parts = 1;
-    const int64_t max_pieces = batch + parts - 1;
-    const int64_t slots = parts > 1 ? 2 * (parts - 1) : 1; /* split pieces, at most */
+    int64_t max_pieces = batch + 2 * parts;
+    if (max_pieces > MLA_MAX_GRID_YZ)
+        max_pieces = MLA_MAX_GRID_YZ;
+    const int64_t slots = 3 * parts;
 
     struct mla_gpu_plan *gp = calloc(1, sizeof(*gp));
     if (!gp)
@@ -413,10 +415,11 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     p->num_stages = stages;
     p->parts = (int32_t)parts;
     p->max_pieces = (int32_t)max_pieces;
+    p->partial_slots = (int32_t)slots;
     p->piece_cost = MLA_PIECE_COST;
     p->min_piece_tiles = MLA_MIN_PIECE_TILES;
-    /* One CTA checks the block table of a small batch (no memset needed),
-     * more CTAs a large one: a warp per request. */
+    /* The cutting CTA checks the block table of a small batch itself (no
+     * memset needed); more CTAs a large one: a warp per request. */
     p->sched_ctas = batch <= MLA_SCHEDULE_THREADS / 32
                         ? 1
                         : 1 + ceil_div(batch, MLA_SCHEDULE_THREADS / 32);

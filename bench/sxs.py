@@ -1,0 +1,382 @@
+#!/usr/bin/env python3
+"""Side-by-side timing of libmla and FlashMLA on this machine's GPU: one process, the same tensors.
+
+  python3 bench/sxs.py --lib .libs/libmla.so.1 --flashmla-anchor DIR [options]
+  python3 bench/sxs.py --lib .libs/libmla.so.1 [options]       # FlashMLA from its Python package
+
+libmla is loaded through its public C API (ctypes) on the CUDA primary context PyTorch uses.  FlashMLA comes
+from its Python package (`flash_mla`: get_mla_metadata + flash_mla_with_kvcache), or, with --flashmla-anchor DIR,
+from a directory holding sxs_perf.py and FlashMLA's sources (its build_flashmla() compiles a two-function
+binding, dense_decode_fwd and sparse_decode_fwd, and caches it under /tmp).  Needs PyTorch with CUDA.
+
+Method (doc/performance.md): per shape, one CUDA graph of --calls back-to-back calls replayed --reps times; the
+per-call time is the median replay over --calls.  FlashMLA's scheduler metadata is computed once per shape and
+reused, as engines do per layer; libmla is timed two ways: `decode` (each call is a whole mla_decode, its
+schedule included) and `step` (the graph holds one mla_schedule and --calls mla_decode_scheduled, as an engine
+runs one step over that many layers; the per-layer time includes 1/--calls of the schedule).  Before timing,
+libmla's output is compared with FlashMLA's on the same input (BF16: the same cache; FP8: FlashMLA BF16 on the
+dequantized cache): a cosine difference above 1e-5 marks the shape WRONG.
+
+Lengths (--dist): uniform (every request --seq-len); normal (FlashMLA's benchmark: N(s, (s/2)^2), at least
+q_len); mix (one request in 16 of 8 x --seq-len, the others --seq-len / 16: a few long requests among many
+short ones).  Inputs: q and latent rows ~ N(0, 0.1^2) clamped to +-1, pages randomly permuted, page 64.
+
+Ratios above 1 mean libmla is faster.  KV TB/s counts the cache bytes the lengths need; the fractions are of
+--read-roof (read-only streaming, TB/s) and --gemm-roof (dense BF16, TFLOP/s) measured on the same card.
+"""
+import argparse
+import ctypes as C
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+DEV = torch.device("cuda")
+vp = C.c_void_p
+P_HEADS, P_KVH, P_QLEN, P_FMT, P_PAGE, P_SBLK, P_CAUSAL, P_ROWB, P_SPR = 1, 2, 3, 6, 7, 8, 9, 12, 13
+FMT = {"bf16": 0, "e4m3": 1, "ds_mla": 2}
+
+# (format, heads, batch, q_len, seq_len, dist): FlashMLA's standard grid, then the length mixes.
+PRESET = [
+    ("bf16", 16, 132, 1, 8192, "uniform"), ("bf16", 16, 64, 1, 4096, "uniform"),
+    ("bf16", 16, 8, 1, 4096, "uniform"), ("bf16", 64, 132, 1, 8192, "uniform"),
+    ("bf16", 128, 132, 1, 8192, "uniform"), ("bf16", 128, 64, 1, 4096, "uniform"),
+    ("bf16", 128, 8, 1, 4096, "uniform"), ("bf16", 128, 1, 1, 4096, "uniform"),
+    ("bf16", 128, 64, 2, 4096, "uniform"), ("bf16", 64, 64, 4, 4096, "uniform"),
+    ("bf16", 128, 128, 1, 8192, "normal"), ("bf16", 16, 128, 1, 8192, "normal"),
+    ("bf16", 128, 128, 1, 4096, "mix"), ("bf16", 16, 128, 1, 4096, "mix"),
+    ("e4m3/128", 16, 132, 1, 8192, "uniform"), ("e4m3", 16, 132, 1, 8192, "uniform"),
+    ("ds_mla", 16, 132, 1, 8192, "uniform"), ("e4m3/128", 128, 132, 1, 8192, "uniform"),
+    ("ds_mla", 128, 132, 1, 8192, "uniform"), ("ds_mla", 128, 64, 1, 4096, "uniform"),
+    ("ds_mla", 64, 132, 1, 8192, "uniform"), ("e4m3/128", 128, 128, 1, 8192, "normal"),
+    ("e4m3/128", 16, 128, 1, 4096, "mix"),
+]
+
+
+class Mla:
+    """libmla through its public C API."""
+
+    def __init__(self, path):
+        L = C.CDLL(path)
+        L.mla_context_create.argtypes = [C.POINTER(vp), C.c_int]
+        L.mla_context_last_error.argtypes = [vp]
+        L.mla_context_last_error.restype = C.c_char_p
+        L.mla_status_string.restype = C.c_char_p
+        L.mla_build_info.restype = C.c_char_p
+        L.mla_config_create.argtypes = [C.POINTER(vp)]
+        L.mla_config_set_int.argtypes = [vp, C.c_int, C.c_int64]
+        L.mla_config_get_int.argtypes = [vp, C.c_int, C.POINTER(C.c_int64)]
+        L.mla_config_destroy.argtypes = [vp]
+        L.mla_plan_create.argtypes = [C.POINTER(vp), vp, vp, C.c_int32, C.c_int32]
+        L.mla_plan_destroy.argtypes = [vp]
+        L.mla_plan_workspace_size.argtypes = [vp, C.POINTER(C.c_size_t)]
+        L.mla_decode.argtypes = [vp, vp, vp, vp, C.c_int64, vp, C.c_int32, vp, vp, vp, vp, C.c_size_t, vp]
+        L.mla_schedule.argtypes = [vp, C.c_int64, vp, C.c_int32, vp, vp, C.c_size_t, vp]
+        L.mla_decode_scheduled.argtypes = [vp, vp, vp, vp, C.c_int64, vp, C.c_int32, vp, vp, vp, C.c_size_t, vp]
+        L.mla_kv_append.argtypes = [vp, vp, vp, vp, C.c_int64, vp, vp, C.c_int64, vp]
+        self.L = L
+        self.ctx = vp()
+        st = L.mla_context_create(C.byref(self.ctx), 0)
+        if st:
+            raise RuntimeError("mla_context_create: " + L.mla_status_string(st).decode())
+        self.info = L.mla_build_info().decode()
+
+    def check(self, st, what):
+        if st:
+            raise RuntimeError(f"{what}: {self.L.mla_status_string(st).decode()}: "
+                               f"{self.L.mla_context_last_error(self.ctx).decode()}")
+
+    def config(self, h_q, s_q, fmt, sblk, causal, page=64):
+        cfg = vp()
+        self.check(self.L.mla_config_create(C.byref(cfg)), "mla_config_create")
+        for p, v in [(P_HEADS, h_q), (P_QLEN, s_q), (P_FMT, FMT[fmt]), (P_PAGE, page), (P_SBLK, sblk),
+                     (P_CAUSAL, int(causal))]:
+            self.check(self.L.mla_config_set_int(cfg, p, v), "mla_config_set_int")
+        return cfg
+
+    def geti(self, cfg, p):
+        v = C.c_int64()
+        self.check(self.L.mla_config_get_int(cfg, p, C.byref(v)), "mla_config_get_int")
+        return v.value
+
+
+def lengths(dist, b, s, s_q, g):
+    if dist == "uniform":
+        return [s] * b
+    if dist == "normal":
+        return [max(int(torch.normal(float(s), s / 2, (1,), generator=g).item()), s_q) for _ in range(b)]
+    if dist == "mix":
+        return [8 * s if i % 16 == 0 else max(s // 16, s_q) for i in range(b)]
+    raise ValueError(dist)
+
+
+class Problem:
+    def __init__(self, b, s_q, h_q, s_k, dist, seed):
+        g = torch.Generator().manual_seed(seed)
+        self.lens_list = lengths(dist, b, s_k, s_q, g)
+        self.b, self.s_q, self.h_q = b, s_q, h_q
+        self.total = sum(self.lens_list)
+        pps = (max(self.lens_list) + 63) // 64
+        self.num_pages = b * pps
+        self.table = torch.randperm(self.num_pages, generator=g).to(torch.int32).view(b, pps).to(DEV)
+        self.lens = torch.tensor(self.lens_list, dtype=torch.int32, device=DEV)
+        torch.manual_seed(seed)
+        self.q = (torch.randn(b, s_q, h_q, 576, device=DEV) / 10).clamp(-1, 1).to(torch.bfloat16)
+        self.kv = (torch.randn(self.num_pages, 64, 1, 576, device=DEV) / 10).clamp(-1, 1).to(torch.bfloat16)
+
+
+def quantize(mla, pb, fmt, sblk):
+    """The FP8 cache as libmla's mla_kv_append writes it, and its exact dequantization."""
+    cfg = mla.config(pb.h_q, pb.s_q, fmt, sblk, False)
+    rowb, spr = mla.geti(cfg, P_ROWB), mla.geti(cfg, P_SPR)
+    kv = torch.zeros(pb.num_pages, 64, 1, rowb, dtype=torch.uint8, device=DEV)
+    sc = torch.zeros(pb.num_pages, 64, 1, spr, dtype=torch.float32, device=DEV) if spr else None
+    n = pb.num_pages * 64
+    slots = torch.arange(n, dtype=torch.int64, device=DEV)
+    mla.check(mla.L.mla_kv_append(mla.ctx, cfg, kv.data_ptr(), sc.data_ptr() if sc is not None else None,
+                                  pb.num_pages, pb.kv.data_ptr(), slots.data_ptr(), n,
+                                  torch.cuda.current_stream().cuda_stream), "mla_kv_append")
+    mla.L.mla_config_destroy(cfg)
+    if fmt == "e4m3":
+        deq = kv.view(torch.float8_e4m3fn).float()
+        if sc is not None:
+            deq = deq * sc.repeat_interleave(sblk, dim=-1)[..., :576]
+    else:
+        nope = kv[..., :512].contiguous().view(torch.float8_e4m3fn).float()
+        nope = nope * kv[..., 512:528].contiguous().view(torch.float32).repeat_interleave(128, dim=-1)
+        deq = torch.cat([nope, kv[..., 528:656].contiguous().view(torch.bfloat16).float()], dim=-1)
+    return kv, sc, deq.to(torch.bfloat16), rowb + 4 * spr
+
+
+class MlaCall:
+    """One libmla plan and its buffers; decode() is a whole mla_decode, step(n) one schedule and n decodes."""
+
+    def __init__(self, mla, pb, fmt, sblk, causal, kv, sc):
+        self.mla, self.pb, self.kv, self.sc = mla, pb, kv, sc
+        self.cfg = mla.config(pb.h_q, pb.s_q, fmt, sblk, causal)
+        self.plan = vp()
+        mla.check(mla.L.mla_plan_create(C.byref(self.plan), mla.ctx, self.cfg, pb.b, max(pb.lens_list)),
+                  "mla_plan_create")
+        n = C.c_size_t()
+        mla.check(mla.L.mla_plan_workspace_size(self.plan, C.byref(n)), "mla_plan_workspace_size")
+        self.nws = n.value
+        self.ws = torch.empty(n.value, dtype=torch.uint8, device=DEV)
+        self.out = torch.empty(pb.b, pb.s_q, pb.h_q, 512, dtype=torch.bfloat16, device=DEV)
+        self.lse = torch.empty(pb.b, pb.h_q, pb.s_q, dtype=torch.float32, device=DEV)
+
+    def _sc(self):
+        return self.sc.data_ptr() if self.sc is not None else None
+
+    def decode(self):
+        pb = self.pb
+        self.mla.check(self.mla.L.mla_decode(
+            self.plan, pb.q.data_ptr(), self.kv.data_ptr(), self._sc(), pb.num_pages, pb.table.data_ptr(),
+            pb.table.shape[1], pb.lens.data_ptr(), self.out.data_ptr(), self.lse.data_ptr(), self.ws.data_ptr(),
+            self.nws, torch.cuda.current_stream().cuda_stream), "mla_decode")
+        return self.out
+
+    def schedule(self):
+        pb = self.pb
+        self.mla.check(self.mla.L.mla_schedule(
+            self.plan, pb.num_pages, pb.table.data_ptr(), pb.table.shape[1], pb.lens.data_ptr(),
+            self.ws.data_ptr(), self.nws, torch.cuda.current_stream().cuda_stream), "mla_schedule")
+
+    def layer(self):
+        pb = self.pb
+        self.mla.check(self.mla.L.mla_decode_scheduled(
+            self.plan, pb.q.data_ptr(), self.kv.data_ptr(), self._sc(), pb.num_pages, pb.table.data_ptr(),
+            pb.table.shape[1], self.out.data_ptr(), self.lse.data_ptr(), self.ws.data_ptr(), self.nws,
+            torch.cuda.current_stream().cuda_stream), "mla_decode_scheduled")
+        return self.out
+
+    def close(self):
+        self.mla.L.mla_plan_destroy(self.plan)
+        self.mla.L.mla_config_destroy(self.cfg)
+
+
+class FlashMLA:
+    """FlashMLA's dense BF16 decode (and sparse FP8 decode where the binding has it)."""
+
+    def __init__(self, anchor):
+        self.anchor = None
+        if anchor:
+            spec = importlib.util.spec_from_file_location("sxs_anchor", os.path.join(anchor, "sxs_perf.py"))
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            self.anchor = mod.build_flashmla()
+            self.name = "FlashMLA (anchor build)"
+        else:
+            import flash_mla  # noqa: F401  (optional dependency)
+            self.pkg = flash_mla
+            self.name = "FlashMLA (flash_mla package)"
+
+    def dense(self, pb, kv, causal):
+        """A callable timing one dense BF16 decode with metadata computed once."""
+        scale = 1 / math.sqrt(576)
+        if self.anchor:
+            fm = self.anchor
+            out, _, m0, m1 = fm.dense_decode_fwd(pb.q, kv, 512, pb.lens, pb.table, scale, causal, None, None)
+            return out, lambda: fm.dense_decode_fwd(pb.q, kv, 512, pb.lens, pb.table, scale, causal, m0, m1)
+        f = self.pkg
+        meta, splits = f.get_mla_metadata(pb.lens, pb.s_q * pb.h_q, 1)
+        run = lambda: f.flash_mla_with_kvcache(pb.q, kv, pb.table, pb.lens, 512, meta, splits,  # noqa: E731
+                                               softmax_scale=scale, causal=causal)
+        return run()[0], run
+
+    def sparse(self, pb, kv):
+        """FlashMLA's sparse FP8 decode over the same DS_MLA bytes, every token of each request as its
+        index list; None where unavailable."""
+        if not self.anchor or not hasattr(self.anchor, "sparse_decode_fwd"):
+            return None
+        fm, scale = self.anchor, 1 / math.sqrt(576)
+        topk = (max(pb.lens_list) + 63) // 64 * 64
+        t = torch.arange(topk, device=DEV)
+        pg = pb.table.long().gather(1, (t // 64).clamp_max(pb.table.shape[1] - 1).unsqueeze(0).expand(pb.b, -1))
+        idx = torch.where(t.unsqueeze(0) < pb.lens.long().unsqueeze(1), pg * 64 + t % 64, -1)
+        idx = idx.to(torch.int32).unsqueeze(1).contiguous()
+        kv4 = kv.view(pb.num_pages, 64, 1, 656)
+        _, _, m0, m1 = fm.sparse_decode_fwd(pb.q, kv4, idx, None, None, None, None, None, None, None, 512, scale)
+        return lambda: fm.sparse_decode_fwd(pb.q, kv4, idx, None, None, m0, m1, None, None, None, 512, scale)
+
+
+def graph_time(body, calls, reps):
+    """Median over reps of one replay of a graph holding body(), over calls (us per call)."""
+    body()
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        body()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        body()
+    g.replay()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) * 1000 / calls)
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def repeat(fn, n):
+    def body():
+        for _ in range(n):
+            fn()
+    return body
+
+
+def cos_diff(a, b):
+    x, y = a.double().flatten(), b.double().flatten()
+    den = (x * x + y * y).sum()
+    return float(1 - 2 * (x * y).sum() / den) if den > 0 else 0.0
+
+
+def git_commit(path):
+    try:
+        return subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", required=True, help="libmla.so.1 to time")
+    ap.add_argument("--flashmla-anchor", help="directory with sxs_perf.py and FlashMLA's sources")
+    ap.add_argument("--preset", action="store_true", help="FlashMLA's standard grid and the length mixes")
+    ap.add_argument("--format", default="bf16", help="comma list: bf16, e4m3, e4m3/G, ds_mla")
+    ap.add_argument("--heads", default="16,128")
+    ap.add_argument("--batch", default="132")
+    ap.add_argument("--seq-len", default="8192")
+    ap.add_argument("--q-len", default="1")
+    ap.add_argument("--dist", default="uniform", help="comma list: uniform, normal, mix")
+    ap.add_argument("--calls", type=int, default=10, help="calls (layers) per graph")
+    ap.add_argument("--reps", type=int, default=7, help="graph replays; the median is reported")
+    ap.add_argument("--read-roof", type=float, default=4.48, help="read-only streaming rate, TB/s")
+    ap.add_argument("--gemm-roof", type=float, default=790.0, help="dense BF16 rate, TFLOP/s")
+    ap.add_argument("--json", help="write every number here")
+    a = ap.parse_args()
+    if a.preset:
+        cases = PRESET
+    else:
+        cases = [(f, int(h), int(b), int(q), int(s), d) for f in a.format.split(",") for h in a.heads.split(",")
+                 for b in a.batch.split(",") for q in a.q_len.split(",") for s in a.seq_len.split(",")
+                 for d in a.dist.split(",")]
+    fm = FlashMLA(a.flashmla_anchor)
+    mla = Mla(a.lib)
+    here = os.path.dirname(os.path.abspath(__file__))
+    print(f"# {torch.cuda.get_device_name()}; libmla {mla.info} (commit {git_commit(here)}); {fm.name}; "
+          f"{time.strftime('%Y-%m-%d %H:%M')}; graph of {a.calls} calls, median of {a.reps} replays")
+    print("| kv | h_q | b | q_len | s_k | lengths | libmla decode us | libmla step us/layer | FlashMLA BF16 us "
+          "| FM/decode | FM/step | FlashMLA sparse-FP8 us | FMsp/step | TFLOP/s (step) | KV TB/s (step) "
+          "| % read roof | % GEMM roof |")
+    print("|" + "---|" * 17)
+    rows = []
+    for fmt_name, h, b, q, s, dist in cases:
+        fmt, _, g = fmt_name.partition("/")
+        sblk = int(g) if g else 0
+        causal = q > 1
+        pb = Problem(b, q, h, s, dist, seed=1)
+        if fmt == "bf16":
+            kv, sc, deq, rowb = pb.kv, None, pb.kv, 1152
+        else:
+            kv, sc, deq, rowb = quantize(mla, pb, fmt, sblk)
+        call = MlaCall(mla, pb, fmt, sblk, causal, kv, sc)
+        ref, fm_run = fm.dense(pb, deq, causal)
+        got = call.decode().float()
+        cd = cos_diff(got, ref.float())
+        ok = cd <= 1e-5 and not bool(torch.isnan(got).any())
+        call.schedule()
+        cd2 = cos_diff(call.layer().float(), got)
+        ok = ok and cd2 == 0.0
+        t_dec = graph_time(repeat(call.decode, a.calls), a.calls, a.reps)
+
+        def step():
+            call.schedule()
+            for _ in range(a.calls):
+                call.layer()
+        t_step = graph_time(step, a.calls, a.reps)
+        t_fm = graph_time(repeat(fm_run, a.calls), a.calls, a.reps)
+        t_sp = None
+        if fmt == "ds_mla" and h in (64, 128) and q == 1:
+            sp = fm.sparse(pb, kv)
+            if sp:
+                t_sp = graph_time(repeat(sp, a.calls), a.calls, a.reps)
+        call.close()
+        flops = 2 * 1088 * h * q * pb.total
+        kv_bytes = pb.total * rowb
+        tf = flops / (t_step * 1e-6) / 1e12
+        tb = kv_bytes / (t_step * 1e-6) / 1e12
+        row = dict(format=fmt_name, heads=h, batch=b, q_len=q, seq_len=s, dist=dist, libmla_decode_us=t_dec,
+                   libmla_step_us=t_step, flashmla_bf16_us=t_fm, flashmla_sparse_fp8_us=t_sp, cos_diff=cd,
+                   agree=ok, libmla_tflops=tf, libmla_kv_tbs=tb, read_roof_frac=tb / a.read_roof,
+                   gemm_roof_frac=tf / a.gemm_roof)
+        rows.append(row)
+        sp_txt = f"{t_sp:.1f} | {t_sp / t_step:.2f}" if t_sp else "- | -"
+        mark = "" if ok else f" WRONG (cos diff {cd:.1e}, step vs decode {cd2:.1e})"
+        print(f"| {fmt_name} | {h} | {b} | {q} | {s} | {dist} | {t_dec:.1f}{mark} | {t_step:.1f} | {t_fm:.1f} | "
+              f"{t_fm / t_dec:.2f} | {t_fm / t_step:.2f} | {sp_txt} | {tf:.0f} | {tb:.2f} | "
+              f"{100 * tb / a.read_roof:.0f} | {100 * tf / a.gemm_roof:.0f} |", flush=True)
+        del pb, kv, sc, deq, ref
+        torch.cuda.empty_cache()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(dict(device=torch.cuda.get_device_name(), libmla=mla.info, flashmla=fm.name,
+                           calls=a.calls, reps=a.reps, rows=rows), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

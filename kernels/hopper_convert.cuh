@@ -205,6 +205,13 @@ struct PairConverter {
         if ((tid & 31u) == 0) {
             const uint32_t peer_bar = peer_addr(bar, rank ^ 1u);
             const uint32_t off = (32u * rank + 8u * (tid >> 5)) * 128u;
+#ifdef MLA_PAIR_SEND_DELAY_NS
+            /* Fault injection for tests, off unless defined: rank 0 sends
+             * its last chunk group late, long after its own consumers
+             * could have taken the tile. */
+            if (rank == 0 && grp == kGroups - 1)
+                __nanosleep(MLA_PAIR_SEND_DELAY_NS);
+#endif
             for (uint32_t ch = c0; ch < c1; ch++)
                 bulk_s2peer(peer_stg + kChunk * ch + off, stg + kChunk * ch + off, 1024u,
                             peer_bar);

@@ -30,12 +30,14 @@ constexpr uint32_t kChunk = 8192, kTile = MLA_HOPPER_TILE_BYTES;
  *   (free)      136
  *   merge[3]    144  narrow FP8: the warpgroups' merge steps; wide: the
  *                    BF16 hand-overs to WG 1 and to WG 0, the final sums
+ *   sent[2]     168  E4M3 pairs: the other CTA has this CTA's half of the
+ *                    tile in stage s (hopper_seesaw.cuh, hand_over)
  *   sched       224  self-scheduling's decision (schedule.cuh, 16 bytes)
  * Narrow FP8 converts nothing and keeps two words of the Q tile where the
  * converted barriers are: the writers' maxima (4 words) at qmax, the
  * factor that undoes the f16 tile's scaling at qscale. */
 constexpr uint32_t kBarLoaded = 0, kBarFree = 40, kBarQ = 80, kBarConverted = 88,
-                   kBarMerge = 144, kSched = 224;
+                   kBarMerge = 144, kBarSent = 168, kSched = 224;
 constexpr uint32_t kQMax = kBarConverted, kQScale = kBarConverted + 16;
 constexpr uint32_t kBarToWg1 = kBarMerge, kBarToWg0 = kBarMerge + 8, kBarSums = kBarMerge + 16;
 /* Chunk groups the wide converter releases one by one (QK starts on the

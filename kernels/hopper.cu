@@ -64,6 +64,12 @@
  *   to_wg1/to_wg0 128 (wide BF16): one consumer warpgroup handing its
  *                running maximum (and P) to the other, once per tile pair.
  *   sums         256 (wide): the consumers' row sums exchanged, used once.
+ *   sent[s]      1 (E4M3 pairs): a remote arrival from thread 0 of the
+ *                other CTA's warpgroup that takes stage s, once that
+ *                CTA's converted barriers of the tile completed, i.e. the
+ *                bulk copies of this CTA's half have landed there and are
+ *                done reading it here; P overwrites chunk 8 only after it
+ *                (hopper_seesaw.cuh, hand_over).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -133,6 +139,9 @@ MLA_DEV void init_barriers(const Cta &c)
         mbar_init(c.bars + kBarToWg1, 128);
         mbar_init(c.bars + kBarToWg0, 128);
     }
+    if (kSeesaw<FMT, PAIR> && PAIR)
+        for (uint32_t s = 0; s < kStages; s++)
+            mbar_init(sent_bar(c.bars, s), 1);
     mbar_init(c.bars + kBarQ, 128);
     fence_mbar_init();
 }

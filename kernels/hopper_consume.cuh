@@ -1,7 +1,7 @@
 /*
  * hopper_consume.cuh - what the consumer warpgroups of both sm_90a
  * layouts share: zeroing a BF16 tile's rows past the length, turning one
- * thread's barrier test into an answer the whole warpgroup agrees on, the
+ * thread's barrier test into an answer both consumer warpgroups agree on, the
  * order of the steps of the tile loop, and the narrow kernels' column
  * reductions and P tile.
  *
@@ -36,16 +36,23 @@ MLA_DEV void zero_tail(uint32_t stg, uint32_t nvalid, uint32_t tid, uint32_t nth
     bar_sync(bar, nthreads);
 }
 
-/* Whether phase `parity` of `bar` has completed, as one answer for every
- * thread of consumer warpgroup wg (the wgmma sequence that follows must be
- * the same in all four warps), from one thread's non-blocking test. */
-MLA_DEV bool wg_test(const Cta &c, uint32_t wg, uint32_t tid, uint32_t bar, uint32_t parity)
+/* Whether phase `parity` of `bar` has completed, as one answer for both
+ * consumer warpgroups (256 threads, tid 0..255), from thread 0's
+ * non-blocking test, reduced by the named barrier kNbReady.  consume_tiles
+ * branches on it, and both branches hold barriers of the two warpgroups
+ * (scores: kNbTail, softmax: kNbMax) in different instructions: bar.sync
+ * is barrier.sync.aligned, which every thread taking part must reach at
+ * the same instruction, so the two warpgroups must take the same branch
+ * (a test per warpgroup let them differ whenever a tile landed between
+ * the two tests).  The answer is made visibly uniform (__shfl_sync), so
+ * that ptxas keeps the wgmma sequences behind it off a divergent path
+ * (else it serializes them: C7520). */
+MLA_DEV bool consumers_test(uint32_t tid, uint32_t bar, uint32_t parity)
 {
-    const uint32_t flag = c.bars + kFlags + 4u * wg;
-    if ((tid & 127u) == 0)
-        sts32(flag, mbar_test(bar, parity) ? 1u : 0u);
-    bar_sync(kNbWg0 + wg, 128);
-    return lds32(flag) != 0u;
+    bool done = false;
+    if (tid == 0)
+        done = mbar_test(bar, parity);
+    return __shfl_sync(0xffffffffu, bar_red_or(kNbReady, 256, done) ? 1 : 0, 0) != 0;
 }
 
 /* A consumer thread frees stage st (after its wgmmas that read it
@@ -196,7 +203,9 @@ MLA_DEV uint32_t p_tile_addr(uint32_t pbuf, uint32_t q, uint32_t k)
  * t when t + 1 is already in shared memory, so its softmax runs while the
  * tensor cores do P V; otherwise P V goes first and the stage is freed
  * before blocking on the load (holding it would serialize load and
- * compute).
+ * compute).  k.ready is one answer for both warpgroups (consumers_test):
+ * the two branches reach the warpgroups' common barriers in different
+ * instructions.
  */
 template <class K>
 MLA_DEV void consume_tiles(K &k, int t0, int t1)

@@ -25,6 +25,13 @@ MLA_DEV uint32_t converted_bar(uint32_t bars, uint32_t stage, int grp)
     return bars + kBarConverted + 8u * (kGroups * stage + grp);
 }
 
+/* E4M3 pairs: the barrier on which the other CTA reports that this CTA's
+ * half of the tile in `stage` has landed there (hopper_seesaw.cuh). */
+MLA_DEV uint32_t sent_bar(uint32_t bars, uint32_t stage)
+{
+    return bars + kBarSent + 8u * stage;
+}
+
 /*
  * Thread tid handles rows ra = tid / 4 and rb = ra + 32, 16 columns (16 qd
  * .. 16 qd + 15, qd = tid % 4) of every chunk: a warp reads 512 contiguous
@@ -191,7 +198,11 @@ struct PairConverter {
     /* Chunks [c0, c1) of this CTA's half are written: release them to the
      * local consumers (group grp's barrier, which also waits for the
      * other CTA's half: 4096 bytes a chunk) and send this warp's rows of
-     * them to the other CTA, completing on its barrier of the group. */
+     * them to the other CTA, completing on its barrier of the group.  The
+     * copies read this CTA's half after the local arrival: nothing local
+     * says when they are done reading it, so the consumers must not write
+     * into these chunks before the other CTA reports the tile landed
+     * (E4M3's chunk 8 holds P later: sent_bar). */
     MLA_DEV void publish(const Cta &c, uint32_t stage, uint32_t c0, uint32_t c1, int grp,
                          uint32_t tid) const
     {
@@ -205,6 +216,13 @@ struct PairConverter {
         if ((tid & 31u) == 0) {
             const uint32_t peer_bar = peer_addr(bar, rank ^ 1u);
             const uint32_t off = (32u * rank + 8u * (tid >> 5)) * 128u;
+#ifdef MLA_PAIR_SEND_DELAY_NS
+            /* Fault injection for tests, off unless defined: rank 0 sends
+             * its last chunk group late, long after its own consumers
+             * could have taken the tile (they must wait for sent_bar). */
+            if (rank == 0 && grp == kGroups - 1)
+                __nanosleep(MLA_PAIR_SEND_DELAY_NS);
+#endif
             for (uint32_t ch = c0; ch < c1; ch++)
                 bulk_s2peer(peer_stg + kChunk * ch + off, stg + kChunk * ch + off, 1024u,
                             peer_bar);

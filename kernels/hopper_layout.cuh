@@ -27,14 +27,16 @@ constexpr uint32_t kChunk = 8192, kTile = MLA_HOPPER_TILE_BYTES;
  *   free[5]      40  consumers are done with a stage
  *   q            80  the converter warpgroup wrote Q
  *   converted    88  wide FP8: [2][3] chunk groups; narrow BF16: unused
- *   flags       136  one word per consumer warpgroup
+ *   (free)      136
  *   merge[3]    144  narrow FP8: the warpgroups' merge steps; wide: the
  *                    BF16 hand-overs to WG 1 and to WG 0, the final sums
+ *   sent[2]     168  E4M3 pairs: the other CTA has this CTA's half of the
+ *                    tile in stage s (hopper_seesaw.cuh, hand_over)
  * Narrow FP8 converts nothing and keeps two words of the Q tile where the
  * converted barriers are: the writers' maxima (4 words) at qmax, the
  * factor that undoes the f16 tile's scaling at qscale. */
 constexpr uint32_t kBarLoaded = 0, kBarFree = 40, kBarQ = 80, kBarConverted = 88,
-                   kFlags = 136, kBarMerge = 144;
+                   kBarMerge = 144, kBarSent = 168;
 constexpr uint32_t kQMax = kBarConverted, kQScale = kBarConverted + 16;
 constexpr uint32_t kBarToWg1 = kBarMerge, kBarToWg0 = kBarMerge + 8, kBarSums = kBarMerge + 16;
 /* Chunk groups the wide converter releases one by one (QK starts on the
@@ -43,9 +45,14 @@ constexpr uint32_t kBarToWg1 = kBarMerge, kBarToWg0 = kBarMerge + 8, kBarSums = 
 constexpr int kGroups = 3;
 
 /* Named barriers (bar.sync ids): 1 row/partial exchange, 2 P written, 3
- * BF16 tail zeroed, 5 final sums (the two consumer WGs, 256 threads); 4
- * the converter (128); 6 and 7 consumer WG 0 / 1 alone. */
-constexpr uint32_t kNbMax = 1, kNbP = 2, kNbTail = 3, kNbCvt = 4, kNbSum = 5, kNbWg0 = 6;
+ * BF16 tail zeroed, 5 final sums, 8 whether the next tile has landed
+ * (consumers_test; the two consumer WGs, 256 threads); 4 the converter
+ * (128); 6 and 7 consumer WG 0 / 1 alone.  bar.sync is
+ * barrier.sync.aligned: the threads that meet at one must all execute the
+ * same instruction, so a barrier of both WGs may sit in a branch only if
+ * both WGs take it. */
+constexpr uint32_t kNbMax = 1, kNbP = 2, kNbTail = 3, kNbCvt = 4, kNbSum = 5, kNbWg0 = 6,
+                   kNbReady = 8;
 
 /* The narrow FP8 layout: consumers convert in registers (hopper_narrow_fp8.cuh). */
 template <int FMT, bool NARROW>

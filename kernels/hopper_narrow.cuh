@@ -193,7 +193,7 @@ struct NarrowConsumer {
 
     MLA_DEV bool ready(const PipeState &st) const
     {
-        return wg_test(c, wg, tid, c.pipe().full_bar(st), st.phase);
+        return consumers_test(tid, c.pipe().full_bar(st), st.phase);
     }
 
     MLA_DEV void run()

@@ -34,7 +34,11 @@
  * the length as zeros, and a tile is ready when its three converted
  * barriers completed.  Their maxima go through the exchange area (the
  * scale area holds block scales), which the final sums reuse once both
- * warpgroups are past their last hand-over.
+ * warpgroups are past their last hand-over.  P goes into chunk 8 of the
+ * stage as with BF16, but this CTA's half of that chunk is also the source
+ * of its converter's bulk copy to the other CTA, which nothing here sees
+ * finish: a warpgroup writes P only after the other CTA's warpgroup of the
+ * same stage reported the tile complete there (barrier sent[s]).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -110,6 +114,11 @@ struct SeesawConsumer {
             /* the groups' barriers complete in any order (bulk copies) */
             for (int grp = 0; grp < kGroups; grp++)
                 mbar_wait(converted_bar(c.bars, st.stage, grp), st.phase);
+            /* Pairs: the other CTA's half of the tile has landed here, so
+             * its bulk copies are done reading it there: tell it (its
+             * hand_over of this tile waits for that). */
+            if (c.pair && (tid & 127u) == 0)
+                mbar_arrive_peer(peer_addr(sent_bar(c.bars, st.stage), c.rank ^ 1u));
         }
         MLA_LAP((tid & 127u) == 0, lap, 14u + wg);
         if (tid == 0 && t == c.t0)
@@ -154,14 +163,22 @@ struct SeesawConsumer {
 
     /* Hand the running maximum (and with_p: this WG's P, bf16 in chunk 8
      * of stage `stage`, K-major like the A of pv_shared) to the other WG
-     * through mbarrier `bar`. */
-    MLA_DEV void hand_over(uint32_t stage, bool with_p, uint32_t bar)
+     * through mbarrier `bar`.  parity: the phase of the stage's tile. */
+    MLA_DEV void hand_over(uint32_t stage, bool with_p, uint32_t bar, uint32_t parity)
     {
         if (tq == 0) {
             sts32(mine, __float_as_uint(sm.m[0]));
             sts32(mine + 32u, __float_as_uint(sm.m[1]));
         }
         if (with_p) {
+            /* Pairs: this CTA's half of chunk 8 (rows 32 rank ..) is also
+             * what its converter's bulk copies send to the other CTA, and
+             * they may still be reading it when the tile is complete here
+             * (the local arrivals come before the copies are issued, and
+             * the other half is the other CTA's): P overwrites it only once
+             * the other CTA reports that the tile landed there (scores). */
+            if (c.pair)
+                mbar_wait_cluster(sent_bar(c.bars, stage), parity);
             const uint32_t pb = c.stage(stage) + 8u * kChunk + (uint32_t)row0 * 128u + 4u * tq;
 #pragma unroll
             for (int nt = 0; nt < 8; nt++) {
@@ -247,7 +264,7 @@ struct SeesawConsumer {
                 MLA_LAP((tid & 127u) == 0, lap, 0u);
                 softmax(ta, f);
                 MLA_LAP((tid & 127u) == 0, lap, 1u);
-                hand_over(0, true, to1);
+                hand_over(0, true, to1, sa.phase);
                 rescale(f); /* every wgmma of this WG has retired */
                 pv_own(0);
                 retire(sa);
@@ -272,7 +289,7 @@ struct SeesawConsumer {
                     scores_done();
                     MLA_LAP((tid & 127u) == 0, lap, 7u);
                     softmax(ta + 1, f);
-                    hand_over(1, true, to0);
+                    hand_over(1, true, to0, sb.phase);
                     MLA_LAP((tid & 127u) == 0, lap, 8u);
                     rescale(f);
                     pv_own(1);
@@ -280,7 +297,7 @@ struct SeesawConsumer {
                     MLA_LAP((tid & 127u) == 0, lap, 9u);
                 } else {
                     retire(sa);
-                    hand_over(1, false, to0);
+                    hand_over(1, false, to0, sb.phase);
                 }
             }
             sa.phase ^= 1u;

@@ -84,10 +84,10 @@ struct WideConsumer {
         return converted_bar(c.bars, st.stage, kGroups - 1);
     }
 
-    /* Whether tile st is ready, the same answer in the whole WG. */
+    /* Whether tile st is ready, the same answer in both WGs. */
     MLA_DEV bool ready(const PipeState &st) const
     {
-        return wg_test(c, wg, tid, last_bar(st), st.phase);
+        return consumers_test(tid, last_bar(st), st.phase);
     }
 
     /* Queue S = Q K^T of tile t (stage st), waiting for its data chunk

@@ -1796,22 +1796,11 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": mla_context_create (cpu): %s\n", mla_status_string(st));
         return 1;
     }
-    int devmem_up = 0;
     if (!o.cpu) {
-        char why[256] = "";
-        int rc = devmem_init(o.device, why, sizeof(why));
-        if (rc == 0) {
-            devmem_up = 1;
-            st = mla_context_create(&gctx, o.device);
-            if (st) {
-                fprintf(stderr, PROG ": GPU %d unusable (%s); using the CPU backend\n", o.device,
-                        mla_status_string(st));
-                gctx = NULL;
-            }
-        } else {
-            fprintf(stderr, PROG ": no GPU (%s); using the CPU backend\n",
-                    rc > 0 ? why : devmem_last_error());
-        }
+        char why[512];
+        gctx = problem_open_gpu(o.device, why, sizeof(why));
+        if (!gctx)
+            fprintf(stderr, PROG ": %s; using the CPU backend\n", why);
     }
     m.gpu = gctx != NULL;
     apply_preset(&o, m.gpu);
@@ -1961,7 +1950,7 @@ int main(int argc, char **argv)
     free(m.cmdline);
     mla_context_destroy(gctx);
     mla_context_destroy(cpu);
-    if (devmem_up)
+    if (m.gpu)
         devmem_fini();
     return failed;
 }

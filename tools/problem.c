@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devmem.h"
 #include "fp8_codec.h"
 
 static char last_error[512];
@@ -482,4 +483,42 @@ out:
     free(table);
     free(q);
     return st;
+}
+
+mla_context_t *problem_open_gpu(int device, char *why, size_t why_len)
+{
+    mla_context_t *ctx;
+    char driver[256] = "";
+    /* Ask libmla first: only it knows whether it was built with CUDA, so
+     * only then is the driver's own reason the one that matters. */
+    mla_status_t st = mla_context_create(&ctx, device);
+    switch (st) {
+    case MLA_STATUS_SUCCESS:
+        if (devmem_init(device, driver, sizeof(driver)) == 0)
+            return ctx;
+        snprintf(why, why_len, "GPU %d: libmla opened it, but the tool's driver calls failed: %s",
+                 device, *driver ? driver : devmem_last_error());
+        mla_context_destroy(ctx);
+        return NULL;
+    case MLA_STATUS_NOT_SUPPORTED:
+        snprintf(why, why_len, "this libmla was built without the CUDA backend");
+        return NULL;
+    case MLA_STATUS_NO_DEVICE: {
+        int rc = devmem_init(device, driver, sizeof(driver));
+        if (rc == 0) {
+            devmem_fini();
+            snprintf(why, why_len, "no CUDA device %d", device);
+        } else {
+            snprintf(why, why_len, "%s", rc > 0 ? driver : devmem_last_error());
+        }
+        return NULL;
+    }
+    case MLA_STATUS_NO_KERNEL_IMAGE:
+        snprintf(why, why_len, "GPU %d: this libmla has no kernels for its architecture",
+                 device);
+        return NULL;
+    default:
+        snprintf(why, why_len, "GPU %d unusable: %s", device, mla_status_string(st));
+        return NULL;
+    }
 }

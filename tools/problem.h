@@ -110,6 +110,15 @@ mla_status_t problem_cpu_reference(const struct problem *p, mla_context_t *cpu,
                                    const mla_config_t *cfg, const int *reqs, int nreq,
                                    uint16_t *out, float *lse);
 
+/*
+ * Open CUDA device `device` for a tool: a libmla context on it, and the
+ * devmem helper (devmem_init) for the tool's own buffers.  Returns the
+ * context, or NULL with why set to what stands in the way, in libmla's
+ * terms first: a build without the CUDA backend, no driver or device (with
+ * the driver's reason), no kernel for the device.
+ */
+mla_context_t *problem_open_gpu(int device, char *why, size_t why_len);
+
 /* Message of the last failure, "" if none. */
 const char *problem_last_error(void);
 

@@ -28,7 +28,7 @@ extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
      * block-table arguments than its schedule's recorded that as well):
      * the decode kernel ran nothing either. */
     const int4 head = mla::header_head(p);
-    if (!mla::layout_matches(p, head) || head.x != 0)
+    if (!mla::layout_matches(p, head) || mla::verdict(p, head) != 0)
         return;
     const int b = (int)blockIdx.x / p.q_len;
     const int qi = (int)blockIdx.x - b * p.q_len;

@@ -32,8 +32,12 @@
 #define MLA_BLOCK_M 64
 
 /* Workspace header: the status word, the schedule's identity and its
- * piece count (struct mla_ws_header), padded to 256 bytes. */
+ * piece count (struct mla_ws_header), then from byte MLA_WS_FLAGS_OFFSET
+ * one byte per block-table-checking CTA of the scheduler (non-zero: it
+ * found a bad entry); padded to 256 bytes. */
 #define MLA_WS_HEADER_BYTES 256
+#define MLA_WS_FLAGS_OFFSET 64
+#define MLA_SCHEDULE_MAX_CHECK_CTAS 176 /* flags fit the header: 64 + 176 + 16 */
 /* "MLAW": a header some decode or schedule call has written. */
 #define MLA_WS_MAGIC 0x57414c4du
 
@@ -123,10 +127,14 @@ struct mla_append_params {
  *   max_pages_per_seq * page_size), keeps the lengths it read (ws_lens)
  *   and cuts the step's work into pieces (below); the block-table entries
  *   of the pages [0, ceil(len / page_size)) must lie in [0, num_pages).
- *   With sched_ctas == 1, CTA 0 checks those entries too and writes the
- *   whole header, status included.  With more CTAs, CTAs 1.. check the
- *   entries, and the host zeroes the status word first (a 1-word memset):
- *   every CTA that finds bad input stores MLA_STATUS_OUT_OF_BOUNDS there.
+ *   With sched_ctas == 1, CTA 0 checks those entries too.  With more CTAs,
+ *   CTA i >= 1 checks a share of them and writes its flag byte (1: bad).
+ *   CTA 0 writes the header, its status word MLA_STATUS_OUT_OF_BOUNDS for
+ *   a bad length or (alone) entry, else 0.  The call's verdict is
+ *   OUT_OF_BOUNDS if the status word or any flag of CTAs 1..sched_ctas-1
+ *   says so (mla_verdict in schedule.cuh); nothing needs zeroing first.
+ *   May be launched with PDL behind the kernel before it (it starts with
+ *   griddepcontrol.wait).
  *
  *   The pieces: each non-empty request is cut into equal pieces of about c
  *   KV tiles (never under min_piece_tiles), c being the step's tiles over

@@ -25,8 +25,9 @@
  * of tiles and cost; (2) the equal-split candidates' piece counts and
  * sizes, and the rule; (3) prefix sums of the split pieces give their
  * partial slots, a histogram of sizes their order, then the pieces.  The
- * block-table entries are checked at the same time by the warps of CTA 0
- * when it is alone, else by CTAs 1.., one warp a request.
+ * block-table entries are checked by the warps of CTA 0 when it is alone
+ * (from the lengths it keeps in shared memory), else at the same time by
+ * CTAs 1.., one warp a request, each into its flag byte (no memset).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -60,7 +61,12 @@ struct Rule {
     long long share;
 };
 
+/* Lengths kept in shared memory for batches up to this (else re-read
+ * from the workspace copy). */
+constexpr int kLensCached = 4096;
+
 struct Shared {
+    int len[kLensCached];
     long long warp_sum[kWarps];
     Stats warp_stats[kWarps];
     Stats stats;
@@ -158,7 +164,7 @@ MLA_DEV int bucket(int tiles, int maxp)
 }
 
 /* The equal-split candidates' statistics over the CTA (warp shuffles,
- * then thread 0 over the warps' results). */
+ * then 16 threads over the warps' results). */
 MLA_DEV void reduce_stats(Stats &s, Shared &sh)
 {
     const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
@@ -174,17 +180,25 @@ MLA_DEV void reduce_stats(Stats &s, Shared &sh)
     if (lane == 0)
         sh.warp_stats[warp] = s;
     __syncthreads();
-    if (threadIdx.x == 0) {
-        Stats t = sh.warp_stats[0];
-        for (int w = 1; w < kWarps; w++)
-            for (int r = 0; r < kRounds; r++) {
-                t.pieces[r] += sh.warp_stats[w].pieces[r];
-                t.split[r] += sh.warp_stats[w].split[r];
-                t.maxp[r] = max(t.maxp[r], sh.warp_stats[w].maxp[r]);
-                t.minp[r] = min(t.minp[r], sh.warp_stats[w].minp[r]);
-            }
-        sh.stats = t;
+    /* Thread k < 4 kRounds: field k / kRounds of candidate k % kRounds. */
+    const int k = (int)threadIdx.x, r = k % kRounds;
+    if (k < 4 * kRounds) {
+        long long sum = 0;
+        int mx = 0, mn = 0x7fffffff;
+        for (int w = 0; w < kWarps; w++) {
+            const Stats &ws = sh.warp_stats[w];
+            sum += k < kRounds ? ws.pieces[r] : ws.split[r];
+            mx = max(mx, ws.maxp[r]);
+            mn = min(mn, ws.minp[r]);
+        }
+        switch (k / kRounds) {
+        case 0: sh.stats.pieces[r] = sum; break;
+        case 1: sh.stats.split[r] = sum; break;
+        case 2: sh.stats.maxp[r] = mx; break;
+        default: sh.stats.minp[r] = mn; break;
+        }
     }
+    __syncthreads();
 }
 
 /*
@@ -247,15 +261,8 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
     const int bn = p.block_n, cost = p.piece_cost, min_tiles = p.min_piece_tiles;
     const int per = (p.batch + kThreads - 1) / kThreads;
     const int lo = min(p.batch, tid * per), hi = min(p.batch, lo + per);
-
-    /* Alone: the block table first, while the lengths below load too. */
-    bool bad_page = false;
-    if (p.sched_ctas == 1)
-        for (int b = tid >> 5; b < p.batch; b += kWarps) {
-            const int len = lens[b];
-            if (len >= 0 && len <= limit)
-                bad_page |= __any_sync(0xffffffffu, bad_pages(p, b, len, lane));
-        }
+    const bool cached = p.batch <= kLensCached;
+    auto len_of = [&](int b) { return cached ? sh.len[b] : kept[b]; };
 
     /* 1: the lengths, read once; the tiles, and the cost line (every
      * non-empty request's tiles plus one fixed cost). */
@@ -268,6 +275,8 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
             len = 0;
         }
         kept[b] = len;
+        if (cached)
+            sh.len[b] = len;
         const int nt = ceil_tiles(len, bn);
         tiles += nt;
         line += nt ? nt + cost : 0;
@@ -277,6 +286,13 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
     long long total_tiles, total_line;
     block_scan(tiles, sh, total_tiles);
     const long long c0 = block_scan(line, sh, total_line);
+
+    /* Alone: the block table, a warp a request (loads of all of them in
+     * flight before any is tested). */
+    bool bad_page = false;
+    if (p.sched_ctas == 1)
+        for (int b = tid >> 5; b < p.batch; b += kWarps)
+            bad_page |= bad_pages(p, b, len_of(b), lane);
     const bool bad_len = __syncthreads_or(bad) != 0;
 
     /* 2: the equal-split candidates, and the rule. */
@@ -291,7 +307,7 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
         s.minp[r] = 0x7fffffff;
     }
     for (int b = lo; b < hi; b++) {
-        const int nt = ceil_tiles(kept[b], bn);
+        const int nt = ceil_tiles(len_of(b), bn);
         if (!nt)
             continue;
 #pragma unroll
@@ -314,7 +330,7 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
     int split = 0;
     long long c = c0;
     for (int b = lo; b < hi; b++) {
-        const int nt = ceil_tiles(kept[b], bn);
+        const int nt = ceil_tiles(len_of(b), bn);
         if (!nt)
             continue;
         const int n = cut(rule, c, nt, cost, min_tiles, [&](int t0, int t1, int) {
@@ -324,19 +340,23 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
         c += nt + cost;
     }
     long long nsplit;
-    int slot = (int)block_scan(split, sh, nsplit);
-    if (tid == 0) {
-        int acc = 0;
-        for (int k = 0; k < kBuckets; k++) {
-            sh.base[k] = acc;
-            acc += sh.hist[k];
+    int slot = (int)block_scan(split, sh, nsplit); /* its syncs order hist */
+    if (tid < 32) { /* kBuckets == 32: one warp's exclusive scan */
+        const int v = sh.hist[tid];
+        int x = v;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(0xffffffffu, x, o);
+            x += (int)lane >= o ? y : 0;
         }
-        sh.npieces = acc;
+        sh.base[tid] = x - v;
+        if (tid == 31)
+            sh.npieces = x;
     }
     __syncthreads();
     c = c0;
     for (int b = lo; b < hi; b++) {
-        const int nt = ceil_tiles(kept[b], bn);
+        const int nt = ceil_tiles(len_of(b), bn);
         if (!nt) {
             reqs[b] = make_int2(0, -1);
             continue;
@@ -355,39 +375,39 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
     bad_page = __syncthreads_or(bad_page) != 0;
     if (tid == 0) {
         mla_ws_header *h = ws_header(p);
+        h->status = bad_len || bad_page ? (int32_t)MLA_STATUS_OUT_OF_BOUNDS : 0;
         h->plan_tag = p.plan_tag;
         h->num_pieces = sh.npieces;
         h->block_table = p.block_table;
         h->num_pages = p.num_pages;
         h->max_pages_per_seq = p.max_pages_per_seq;
         h->magic = MLA_WS_MAGIC;
-        const int32_t st = bad_len || bad_page ? (int32_t)MLA_STATUS_OUT_OF_BOUNDS : 0;
-        if (p.sched_ctas == 1)
-            h->status = st; /* no memset before a lone CTA */
-        else if (st)
-            atomicExch(&h->status, st);
     }
 }
 
-/* CTAs 1..: the block-table entries, one warp per request. */
+/* CTAs 1..: a share of the block-table entries, one warp per request;
+ * the verdict in this CTA's flag byte. */
 MLA_DEV void check_pages(const mla_decode_params &p)
 {
     const int32_t *lens = (const int32_t *)p.seq_lens;
     const uint32_t lane = threadIdx.x & 31u;
     const long long limit = len_limit(p);
     const int stride = (int)(gridDim.x - 1) * kWarps;
+    bool bad = false;
     for (int b = (int)(blockIdx.x - 1) * kWarps + (int)(threadIdx.x >> 5); b < p.batch;
          b += stride) {
         const int len = lens[b];
-        if (len < 0 || len > limit)
-            continue; /* CTA 0 reports it */
-        if (__any_sync(0xffffffffu, bad_pages(p, b, len, lane)) && lane == 0)
-            atomicExch(&ws_header(p)->status, (int32_t)MLA_STATUS_OUT_OF_BOUNDS);
+        if (len >= 0 && len <= limit) /* else CTA 0 reports it */
+            bad |= bad_pages(p, b, len, lane);
     }
+    bad = __syncthreads_or(bad) != 0;
+    if (threadIdx.x == 0)
+        ((uint8_t *)ws_header(p))[MLA_WS_FLAGS_OFFSET + blockIdx.x] = bad ? 1 : 0;
 }
 
 } /* namespace sched */
 } /* namespace mla */
+
 
 extern "C" __global__ void __launch_bounds__(MLA_SCHEDULE_THREADS, 1)
     mla_schedule_pieces(const __grid_constant__ mla_decode_params p)

@@ -124,11 +124,38 @@ MLA_DEV bool schedule_matches(const mla_decode_params &p)
  * report_bad_call's status word, which only a CTA that finds no match
  * writes).
  */
+/* Whether a block-table-checking CTA of the scheduler (1..sched_ctas-1)
+ * flagged a bad entry: its flag bytes, 16 at a time (loads independent of
+ * each other and of the header's). */
+MLA_DEV bool flagged(const mla_decode_params &p)
+{
+    const uint8_t *flags = (const uint8_t *)ws_header(p) + MLA_WS_FLAGS_OFFSET;
+    uint32_t any = 0;
+    for (int k = 0; k < (p.sched_ctas + 15) / 16; k++) {
+        const int4 v = ld_volatile_v4(flags + 16 * k);
+        const uint32_t w[4] = {(uint32_t)v.x, (uint32_t)v.y, (uint32_t)v.z, (uint32_t)v.w};
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const int i = 16 * k + j; /* CTA i's flag */
+            if (i >= 1 && i < p.sched_ctas)
+                any |= (w[j >> 2] >> (8 * (j & 3))) & 0xffu;
+        }
+    }
+    return any != 0;
+}
+
+/* The verdict of the schedule in the workspace: 0 or an mla_status_t. */
+MLA_DEV int verdict(const mla_decode_params &p, const int4 &head)
+{
+    return head.x != 0 ? head.x : flagged(p) ? (int)MLA_STATUS_OUT_OF_BOUNDS : 0;
+}
+
 MLA_DEV bool cta_has_work(const mla_decode_params &p)
 {
     const int4 head = header_head(p);
     const bool args = args_match(p); /* issued beside the head's load */
-    return layout_matches(p, head) && args && head.x == 0 && (int)blockIdx.z < head.w;
+    return layout_matches(p, head) && args && verdict(p, head) == 0 &&
+           (int)blockIdx.z < head.w;
 }
 
 /* Called by one thread of CTA (0, 0, 0) when it found nothing to do: if

@@ -17,7 +17,8 @@ _Static_assert(offsetof(struct mla_ws_header, magic) == 4 &&
                    offsetof(struct mla_ws_header, block_table) == 16 &&
                    offsetof(struct mla_ws_header, num_pages) == 24 &&
                    offsetof(struct mla_ws_header, max_pages_per_seq) == 32 &&
-                   sizeof(struct mla_ws_header) <= MLA_WS_HEADER_BYTES,
+                   sizeof(struct mla_ws_header) <= MLA_WS_FLAGS_OFFSET &&
+                   MLA_WS_FLAGS_OFFSET + 1 + MLA_SCHEDULE_MAX_CHECK_CTAS <= MLA_WS_HEADER_BYTES,
                "workspace header layout");
 
 static int valid_plan(const mla_plan_t *plan)
@@ -187,14 +188,16 @@ mla_status_t mla_workspace_status(const mla_plan_t *plan, const void *workspace,
     if (!ALIGNED(workspace, 256))
         return mla__ctx_fail(ctx, MLA_STATUS_MISALIGNED,
                              "mla_workspace_status: workspace is not 256-byte aligned");
+    uint8_t buf[MLA_WS_HEADER_BYTES];
     struct mla_ws_header h;
     mla_status_t st = MLA_STATUS_SUCCESS;
     if (ctx->backend == MLA_BACKEND_CPU)
-        memcpy(&h, workspace, sizeof(h));
+        memcpy(buf, workspace, sizeof(h));
     else
-        st = mla__gpu_read_header(plan, workspace, &h);
+        st = mla__gpu_read_header(plan, workspace, buf);
     if (st != MLA_STATUS_SUCCESS)
         return st;
+    memcpy(&h, buf, sizeof(h));
     if (h.magic != MLA_WS_MAGIC || h.plan_tag != plan->sched_tag)
         return mla__ctx_fail(ctx, MLA_STATUS_INVALID_ARGUMENT,
                              "mla_workspace_status: no mla_decode, mla_schedule or "
@@ -203,6 +206,10 @@ mla_status_t mla_workspace_status(const mla_plan_t *plan, const void *workspace,
     if (h.status < 0 || h.status > (int32_t)MLA_STATUS_INTERNAL_ERROR)
         return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR,
                              "mla_workspace_status: status word holds %d", (int)h.status);
-    *device_status = (mla_status_t)h.status;
+    /* The scheduler's block-table CTAs report in flag bytes (kernels/mla_params.h). */
+    int flagged = 0;
+    for (int i = 1; i < plan->sched_ctas; i++)
+        flagged |= buf[MLA_WS_FLAGS_OFFSET + i];
+    *device_status = h.status == 0 && flagged ? MLA_STATUS_OUT_OF_BOUNDS : (mla_status_t)h.status;
     return MLA_STATUS_SUCCESS;
 }

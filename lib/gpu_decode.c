@@ -16,11 +16,10 @@
 
 /* Programmatic dependent launch (PDL) of the decode kernel behind
  * mla_schedule (or, with a schedule made earlier, behind whatever kernel
- * precedes the call) and of mla_combine behind the decode kernel: every
- * kernel starts with griddepcontrol.wait (kernels/mla_params.h), so the
- * overlap only hides launch latency.  mla_schedule itself follows what
- * precedes it (and the memset of the status word) with an ordinary stream
- * dependency. */
+ * precedes the call), of mla_combine behind the decode kernel, and of
+ * mla_schedule behind what precedes it: every kernel starts with
+ * griddepcontrol.wait (kernels/mla_params.h), so the overlap only hides
+ * launch latency. */
 #define MLA_GPU_PDL_DECODE 1
 
 #define MLA_APPEND_MAX_GRID_X 0x7fffffffLL
@@ -145,22 +144,15 @@ static struct mla_decode_params call_params(const struct mla_gpu_plan *gp,
     return p;
 }
 
-/* mla_schedule's launch (and the memset of the status word that more
- * than one scheduling CTA needs).  Context pushed by the caller. */
+/* mla_schedule's launch, behind whatever kernel precedes it (PDL: its
+ * griddepcontrol.wait orders the lengths and block table the caller
+ * wrote).  Context pushed by the caller. */
 static CUresult queue_schedule(const struct mla_gpu_context *g, const struct mla_decode_params *p,
                                CUstream stream, const char **what)
 {
-    CUresult r = CUDA_SUCCESS;
-    if (p->sched_ctas > 1) {
-        *what = "cuMemsetD32Async(workspace status)";
-        r = g->cu->p_cuMemsetD32Async((CUdeviceptr)p->workspace, 0, 1, stream);
-    }
-    if (r == CUDA_SUCCESS) {
-        const unsigned grid[3] = {(unsigned)p->sched_ctas, 1, 1};
-        *what = "cuLaunchKernelEx(mla_schedule)";
-        r = launch(g->cu, g->schedule.fn, grid, MLA_SCHEDULE_THREADS, 0, stream, 0, (void *)p);
-    }
-    return r;
+    const unsigned grid[3] = {(unsigned)p->sched_ctas, 1, 1};
+    *what = "cuLaunchKernelEx(mla_schedule_pieces)";
+    return launch(g->cu, g->schedule.fn, grid, MLA_SCHEDULE_THREADS, 0, stream, 1, (void *)p);
 }
 
 /* The decode kernel and mla_combine, both behind what precedes them with
@@ -289,11 +281,10 @@ mla_status_t mla__gpu_append(mla_context_t *ctx, const struct mla_shape *s,
 /*
  * Synchronous: waits for all work queued in the context (cuCtxSynchronize,
  * so decodes on non-blocking streams are covered too), then copies the
- * workspace header back.  For tests and error paths, not per step; must
+ * workspace header (and the scheduler's flag bytes) back.  For tests and error paths, not per step; must
  * not be called while a stream of this context is being captured.
  */
-mla_status_t mla__gpu_read_header(const mla_plan_t *plan, const void *workspace,
-                                  struct mla_ws_header *h)
+mla_status_t mla__gpu_read_header(const mla_plan_t *plan, const void *workspace, void *buf)
 {
     mla_context_t *ctx = plan->ctx;
     struct mla_gpu_context *g = ctx->gpu;
@@ -308,7 +299,7 @@ mla_status_t mla__gpu_read_header(const mla_plan_t *plan, const void *workspace,
     CUresult r = cu->p_cuCtxSynchronize();
     if (r == CUDA_SUCCESS) {
         what = "cuMemcpyDtoH(workspace header)";
-        r = cu->p_cuMemcpyDtoH(h, (CUdeviceptr)(uintptr_t)workspace, sizeof(*h));
+        r = cu->p_cuMemcpyDtoH(buf, (CUdeviceptr)(uintptr_t)workspace, MLA_WS_HEADER_BYTES);
     }
     mla__gpu_pop(ctx);
     if (r != CUDA_SUCCESS)

@@ -250,9 +250,6 @@ static int32_t ceil_div(int64_t a, int64_t b)
     return (int32_t)((a + b - 1) / b);
 }
 
-/* Most CTAs that check block-table entries beside the one that cuts. */
-#define MLA_SCHEDULE_MAX_CHECK_CTAS 128
-
 /*
  * What a schedule in a workspace depends on, hashed (FNV-1a): plans whose
  * schedules are laid out and cut alike share the tag, so a schedule made
@@ -418,8 +415,8 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     p->partial_slots = (int32_t)slots;
     p->piece_cost = MLA_PIECE_COST;
     p->min_piece_tiles = MLA_MIN_PIECE_TILES;
-    /* The cutting CTA checks the block table of a small batch itself (no
-     * memset needed); more CTAs a large one: a warp per request. */
+    /* The cutting CTA checks the block table of a small batch itself; more
+     * CTAs a large one, a warp per request. */
     p->sched_ctas = batch <= MLA_SCHEDULE_THREADS / 32
                         ? 1
                         : 1 + ceil_div(batch, MLA_SCHEDULE_THREADS / 32);
@@ -448,6 +445,7 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     plan->gpu = gp;
     plan->workspace_bytes = off;
     plan->sched_tag = p->plan_tag;
+    plan->sched_ctas = p->sched_ctas;
     return MLA_STATUS_SUCCESS;
 }
 

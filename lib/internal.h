@@ -67,6 +67,7 @@ struct mla_plan {
     int32_t max_seq_len;
     size_t workspace_bytes;
     uint32_t sched_tag;          /* mla_ws_header.plan_tag of this plan's schedules */
+    int32_t sched_ctas;          /* scheduler CTAs (flag bytes 1.. in the header) */
     struct mla_gpu_plan *gpu;    /* NULL on the CPU backend */
 };
 
@@ -137,10 +138,9 @@ void mla__gpu_plan_fini(mla_plan_t *plan);
 mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a, int steps);
 mla_status_t mla__gpu_append(mla_context_t *ctx, const struct mla_shape *s,
                              const struct mla_append_args *a);
-/* Waits for the context's work, then copies the workspace header back. */
-struct mla_ws_header;
-mla_status_t mla__gpu_read_header(const mla_plan_t *plan, const void *workspace,
-                                  struct mla_ws_header *h);
+/* Waits for the context's work, then copies the workspace header's
+ * MLA_WS_HEADER_BYTES back into buf. */
+mla_status_t mla__gpu_read_header(const mla_plan_t *plan, const void *workspace, void *buf);
 /* Space-separated SM targets embedded, e.g. "sm_90a,sm_100a"; "" if none. */
 const char *mla__gpu_archs(void);
 

@@ -44,11 +44,10 @@ mla_status_t mla__gpu_append(mla_context_t *ctx, const struct mla_shape *s,
     return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
 }
 
-mla_status_t mla__gpu_read_header(const mla_plan_t *plan, const void *workspace,
-                                  struct mla_ws_header *h)
+mla_status_t mla__gpu_read_header(const mla_plan_t *plan, const void *workspace, void *buf)
 {
     (void)workspace;
-    (void)h;
+    (void)buf;
     return mla__ctx_fail(plan->ctx, MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
 }
 

@@ -40,6 +40,7 @@ mla_status_t mla_plan_create(mla_plan_t **plan, mla_context_t *ctx, const mla_co
     if (ctx->backend == MLA_BACKEND_CPU) {
         p->workspace_bytes = mla__cpu_workspace_bytes(&p->s, batch, max_seq_len);
         p->sched_tag = mla__cpu_sched_tag(p);
+        p->sched_ctas = 1;
     } else {
         st = mla__gpu_plan_init(p);
         if (st != MLA_STATUS_SUCCESS) {

@@ -49,7 +49,7 @@ struct mla_ws_header {
     uint64_t block_table;      /* the arguments the schedule was made for */
     int64_t num_pages;
     int32_t max_pages_per_seq;
-    int32_t reserved;
+    int32_t num_combine;       /* requests in ws_clist */
 };
 
 /* Parameters of the scheduler, decode and combine kernels. */
@@ -63,7 +63,7 @@ struct mla_decode_params {
     uint64_t out;         /* bf16 [batch, q_len, h_q, 512] */
     uint64_t lse;         /* fp32 [batch, h_q, q_len] or 0 */
     uint64_t workspace;   /* base of the workspace */
-    uint64_t ws_lens, ws_reqs, ws_pieces, ws_oaccum, ws_lseaccum; /* byte offsets */
+    uint64_t ws_lens, ws_reqs, ws_clist, ws_pieces, ws_oaccum, ws_lseaccum; /* byte offsets */
     int64_t num_pages;
 
     /* Shape. */
@@ -92,6 +92,7 @@ struct mla_decode_params {
     int32_t min_piece_tiles; /* fewest KV tiles a split piece gets (>= 1) */
     uint32_t plan_tag;     /* identifies the schedule layout (mla_ws_header) */
     int32_t sched_ctas;    /* mla_schedule's grid: 1, or 1 + page-checking CTAs */
+    int32_t combine_ctas;  /* mla_combine's grid */
 
     /* Scales. */
     float score_scale_log2; /* softmax_scale * kv_scale * log2(e); DS_MLA RoPE is
@@ -169,12 +170,12 @@ struct mla_append_params {
  *   scales != 0 iff scales_per_row > 0 (E4M3 with a scale block).
  *
  * mla_combine (kernels/combine.cu), struct mla_decode_params
- *   grid (batch * q_len, ceil(h_q / 4), MLA_COMBINE_COL_BLOCKS), block
- *   128 (one warp per head and 128-column block),
- *   no dynamic smem; PDL: launched as a programmatic dependent of the
- *   decode kernel.  Exits if the status word is not 0; writes zeros and
- *   LSE +inf for requests with no piece (length 0), merges the partial
- *   slots of split requests, skips the rest.
+ *   grid (combine_ctas), block 128, no dynamic smem; PDL: launched as a
+ *   programmatic dependent of the decode kernel.  Exits if the verdict is
+ *   not 0.  Its warps take, grid-stride, the (request, query token, head,
+ *   128-column block) rows of the num_combine requests of ws_clist: those
+ *   with no piece (length 0: zeros and LSE +inf) and the split ones (their
+ *   partial slots merged); the others the decode kernel wrote whole.
  *
  * mla_append (kernels/append.cu), struct mla_append_params
  *   grid (n, h_kv), block 64, no dynamic smem, no PDL requirement.
@@ -185,6 +186,8 @@ struct mla_append_params {
  *   ws_lens     int32 [batch]: the lengths the schedule read
  *   ws_reqs     int2 [batch]: request b's piece count and first partial
  *               slot (-1 unless it has more than one piece)
+ *   ws_clist    int32 [batch]: the requests mla_combine writes (piece
+ *               count 0 or more than 1), num_combine of them, any order
  *   ws_pieces   int4 [max_pieces]: (request, t0, t1, partial slot or -1)
  *   ws_oaccum   fp32 [partial_slots, q_len, h_q, 512]: a split
  *               piece's O divided by its own softmax sum, times out_scale

@@ -71,6 +71,7 @@ struct Shared {
     Stats warp_stats[kWarps];
     Stats stats;
     int hist[kBuckets], base[kBuckets];
+    int ncombine;
     Rule rule;
     int maxp; /* the largest piece, for the buckets */
     int npieces;
@@ -156,11 +157,23 @@ MLA_DEV int cut(const Rule &rule, long long c0, int nt, int cost, int min_tiles,
     return n;
 }
 
-/* Larger pieces in lower buckets (dispatched first). */
-MLA_DEV int bucket(int tiles, int maxp)
+/* Larger pieces in lower buckets (dispatched first); scale = kBuckets /
+ * (largest piece + 1).  (A 64-bit division here, per piece and serial in
+ * the thread of a long request, made the kernel take 20 us at b1.) */
+MLA_DEV int bucket(int tiles, float scale)
 {
-    const long long k = (long long)tiles * kBuckets / ((long long)maxp + 1);
-    return kBuckets - 1 - (int)(k < kBuckets - 1 ? k : kBuckets - 1);
+    const int k = (int)((float)tiles * scale);
+    return kBuckets - 1 - (k < kBuckets - 1 ? k : kBuckets - 1);
+}
+
+/* Pieces of a request under the rule, without walking them. */
+MLA_DEV int count_pieces(const Rule &rule, long long c0, int nt, int cost, int min_tiles)
+{
+    if (!rule.parts)
+        return pieces_of(nt, rule.c, min_tiles);
+    long long k1, k2;
+    part_cuts(c0 + cost, nt, rule.share, min_tiles, k1, k2);
+    return k2 >= k1 ? (int)(k2 - k1) + 2 : 1;
 }
 
 /* The equal-split candidates' statistics over the CTA (warp shuffles,
@@ -283,6 +296,8 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
     }
     if (tid < kBuckets)
         sh.hist[tid] = 0;
+    if (tid == 0)
+        sh.ncombine = 0;
     long long total_tiles, total_line;
     block_scan(tiles, sh, total_tiles);
     const long long c0 = block_scan(line, sh, total_line);
@@ -324,7 +339,7 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
         choose_rule(p, sh, total_tiles, total_line, cr);
     __syncthreads();
     const Rule rule = sh.rule;
-    const int maxp = sh.maxp;
+    const float scale = (float)kBuckets / ((float)sh.maxp + 1.0f);
 
     /* 3: split slots by prefix sum, sizes by histogram, then the pieces. */
     int split = 0;
@@ -334,7 +349,7 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
         if (!nt)
             continue;
         const int n = cut(rule, c, nt, cost, min_tiles, [&](int t0, int t1, int) {
-            atomicAdd(&sh.hist[bucket(t1 - t0, maxp)], 1);
+            atomicAdd(&sh.hist[bucket(t1 - t0, scale)], 1);
         });
         split += n > 1 ? n : 0;
         c += nt + cost;
@@ -354,20 +369,25 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
             sh.npieces = x;
     }
     __syncthreads();
+    /* The combine's list: empty requests (zeros to write) and split ones. */
+    int32_t *clist = (int32_t *)(ws + p.ws_clist);
     c = c0;
     for (int b = lo; b < hi; b++) {
         const int nt = ceil_tiles(len_of(b), bn);
         if (!nt) {
             reqs[b] = make_int2(0, -1);
+            clist[atomicAdd(&sh.ncombine, 1)] = b;
             continue;
         }
-        const int n = cut(rule, c, nt, cost, min_tiles, [](int, int, int) {});
+        const int n = count_pieces(rule, c, nt, cost, min_tiles);
         const int first = n > 1 ? slot : -1;
         cut(rule, c, nt, cost, min_tiles, [&](int t0, int t1, int i) {
-            const int at = atomicAdd(&sh.base[bucket(t1 - t0, maxp)], 1);
+            const int at = atomicAdd(&sh.base[bucket(t1 - t0, scale)], 1);
             pieces[at] = make_int4(b, t0, t1, n > 1 ? first + i : -1);
         });
         reqs[b] = make_int2(n, first);
+        if (n > 1)
+            clist[atomicAdd(&sh.ncombine, 1)] = b;
         slot += n > 1 ? n : 0;
         c += nt + cost;
     }
@@ -381,6 +401,7 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
         h->block_table = p.block_table;
         h->num_pages = p.num_pages;
         h->max_pages_per_seq = p.max_pages_per_seq;
+        h->num_combine = sh.ncombine;
         h->magic = MLA_WS_MAGIC;
     }
 }

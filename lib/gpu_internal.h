@@ -69,7 +69,7 @@ struct mla_gpu_plan {
 
 /* Launch geometry fixed by kernels/mla_params.h. */
 #define MLA_COMBINE_THREADS 128
-#define MLA_COMBINE_HEADS_PER_CTA 4
+#define MLA_COMBINE_WARPS (MLA_COMBINE_THREADS / 32)
 #define MLA_APPEND_THREADS 64
 
 /* Kernel family selection from the environment (MLA_KERNEL), read when a

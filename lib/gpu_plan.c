@@ -260,7 +260,8 @@ static uint32_t schedule_tag(const struct mla_decode_params *p)
 {
     const int64_t v[] = {p->batch, p->q_len, p->h_q, p->max_seq_len, p->page_size, p->block_n, p->parts,
                          p->max_pieces, p->partial_slots, p->piece_cost, p->min_piece_tiles,
-                         (int64_t)p->ws_lens, (int64_t)p->ws_reqs, (int64_t)p->ws_pieces,
+                         (int64_t)p->ws_lens, (int64_t)p->ws_reqs, (int64_t)p->ws_clist,
+                         (int64_t)p->ws_pieces,
                          (int64_t)p->ws_oaccum, (int64_t)p->ws_lseaccum, p->sched_ctas};
     uint32_t h = 2166136261u;
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
@@ -375,6 +376,8 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     off = align256(off + (size_t)batch * sizeof(int32_t));
     const size_t ws_reqs = off;
     off = align256(off + (size_t)batch * 2 * sizeof(int32_t));
+    const size_t ws_clist = off;
+    off = align256(off + (size_t)batch * sizeof(int32_t));
     const size_t ws_pieces = off;
     off = align256(off + (size_t)max_pieces * 4 * sizeof(int32_t));
     const size_t ws_oaccum = off;
@@ -386,6 +389,7 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     memset(p, 0, sizeof(*p));
     p->ws_lens = ws_lens;
     p->ws_reqs = ws_reqs;
+    p->ws_clist = ws_clist;
     p->ws_pieces = ws_pieces;
     p->ws_oaccum = ws_oaccum;
     p->ws_lseaccum = ws_lseaccum;
@@ -422,6 +426,13 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
                         : 1 + ceil_div(batch, MLA_SCHEDULE_THREADS / 32);
     if (p->sched_ctas > 1 + MLA_SCHEDULE_MAX_CHECK_CTAS)
         p->sched_ctas = 1 + MLA_SCHEDULE_MAX_CHECK_CTAS;
+    /* The combine's warps walk its rows grid-stride: as many CTAs as the
+     * rows of every request need (4 warps a CTA), at most 8 an SM. */
+    const int64_t crows = (int64_t)batch * s->q_len * s->num_heads * MLA_COMBINE_COL_BLOCKS;
+    int64_t cctas = (crows + MLA_COMBINE_WARPS - 1) / MLA_COMBINE_WARPS;
+    if (cctas > 8 * (int64_t)g->sm_count)
+        cctas = 8 * (int64_t)g->sm_count;
+    p->combine_ctas = (int32_t)(cctas > 0 ? cctas : 1);
     const double kv_scale = s->kv_format == MLA_FMT_BF16 ? 1.0 : s->kv_scale;
     p->score_scale_log2 = (float)(mla__softmax_scale(s) * kv_scale * 1.4426950408889634);
     p->out_scale = (float)kv_scale;
@@ -438,9 +449,9 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     gp->decode_grid[0] = (unsigned)m_blocks;
     gp->decode_grid[1] = (unsigned)s->num_kv_heads;
     gp->decode_grid[2] = (unsigned)max_pieces;
-    gp->combine_grid[0] = (unsigned)(batch * s->q_len);
-    gp->combine_grid[1] = (unsigned)ceil_div(s->num_heads, MLA_COMBINE_HEADS_PER_CTA);
-    gp->combine_grid[2] = MLA_COMBINE_COL_BLOCKS;
+    gp->combine_grid[0] = (unsigned)p->combine_ctas;
+    gp->combine_grid[1] = 1;
+    gp->combine_grid[2] = 1;
 
     plan->gpu = gp;
     plan->workspace_bytes = off;

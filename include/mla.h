@@ -58,6 +58,12 @@ struct CUstream_st;
  *    writes nothing to any caller buffer and leaves a message readable
  *    with mla_context_last_error() or mla_config_last_error().
  *  - Destroy functions accept NULL.
+ *  - Aliasing: a buffer that a call writes (mla_decode(): out, lse and the
+ *    first mla_plan_workspace_size() bytes of the workspace;
+ *    mla_kv_append(): kv_cache and kv_block_scales) must not overlap any
+ *    other buffer argument of the call, input or output, over the extents
+ *    its shape gives.  Inputs may overlap each other.  A call that breaks
+ *    this rule fails with ::MLA_STATUS_INVALID_ARGUMENT and writes nothing.
  *  - Tensors are dense, row-major, with the shapes given below.  On a
  *    CUDA context every tensor argument is a device pointer (CUdeviceptr
  *    cast to a pointer); on the CPU context every tensor is host memory.
@@ -436,12 +442,20 @@ MLA_API mla_status_t mla_plan_workspace_size(const mla_plan_t *plan, size_t *byt
  * LSE +inf.  Cache rows at or past a request's length, page tails
  * included, are never read into the result, whatever they hold.
  *
+ * Aliasing: out, lse and the workspace's first mla_plan_workspace_size()
+ * bytes are written and must not overlap each other or q, kv_cache,
+ * kv_block_scales, block_table ([b, max_pages_per_seq] int32) or seq_lens;
+ * the call fails with ::MLA_STATUS_INVALID_ARGUMENT otherwise.
+ *
  * Validation: host-side arguments are checked before anything is queued.
  * Device-resident values (lengths, block-table entries) are checked on the
  * device before any output is written; if one is out of bounds the call
  * writes no output at all and records ::MLA_STATUS_OUT_OF_BOUNDS in the
  * workspace, readable with mla_workspace_status().  The CPU backend
- * checks them on the host and returns the status directly.
+ * checks them on the host and returns the status directly; it reads each
+ * length and each block-table entry it uses once, and computes from that
+ * checked copy, so a value changed during the call cannot take it out of
+ * bounds.
  *
  * The call never allocates and never synchronizes; it is capturable into
  * a CUDA graph, and a replayed graph follows the lengths then in
@@ -461,7 +475,8 @@ MLA_API mla_status_t mla_plan_workspace_size(const mla_plan_t *plan, size_t *byt
  * @param workspace_size    Its size in bytes.
  * @param stream            CUDA stream, or NULL; ignored on the CPU.
  * @return ::MLA_STATUS_SUCCESS once queued (CPU: once done);
- *         ::MLA_STATUS_INVALID_ARGUMENT; ::MLA_STATUS_MISALIGNED;
+ *         ::MLA_STATUS_INVALID_ARGUMENT (also for overlapping buffers);
+ *         ::MLA_STATUS_MISALIGNED;
  *         ::MLA_STATUS_SIZE_MISMATCH (workspace too small);
  *         ::MLA_STATUS_OUT_OF_BOUNDS (CPU backend);
  *         ::MLA_STATUS_OUT_OF_MEMORY (CPU backend, whose worker threads
@@ -500,7 +515,10 @@ MLA_API mla_status_t mla_workspace_status(const mla_plan_t *plan, const void *wo
  * Row i of @p latent (bf16 [n, h_kv, 576], 16-byte aligned) goes to cache
  * slot @p slots[i] (int64; slot = page * page_size + offset).  A negative
  * slot marks padding and is skipped.  Two rows naming the same slot leave
- * that slot undefined.
+ * that slot undefined.  The cache and the block scales (over num_pages
+ * pages) are written and must not overlap each other, @p latent or
+ * @p slots ([n] int64); the call fails with ::MLA_STATUS_INVALID_ARGUMENT
+ * otherwise.
  *
  * Quantization (FP8 formats): for each group of channels sharing a block
  * scale (the whole row without block scales; 128 nope channels for

@@ -48,6 +48,23 @@ mla_status_t mla_kv_append(mla_context_t *ctx, const mla_config_t *cfg, void *kv
                          "kv_block_scales 4-byte alignment");
     if (n == 0)
         return MLA_STATUS_SUCCESS;
+    /* The cache and its scales are written: no input may share them. */
+    const uint64_t cache_rows = (uint64_t)num_pages * (uint64_t)rows_per_page;
+    const uint64_t un = (uint64_t)n;
+    if (un > UINT64_MAX / ((uint64_t)cfg->s.num_kv_heads * MLA_D_QK_BYTES))
+        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT, "mla_kv_append: n %lld is too large",
+                         (long long)n);
+    const struct mla_buf outs[] = {
+        {kv_cache, cache_rows * (uint64_t)mla__row_bytes(&cfg->s), "kv_cache"},
+        {kv_block_scales,
+         cache_rows * (uint64_t)mla__scales_per_row(&cfg->s) * sizeof(float), "kv_block_scales"},
+    };
+    const struct mla_buf ins[] = {
+        {latent, un * (uint64_t)cfg->s.num_kv_heads * MLA_D_QK_BYTES, "latent"},
+        {slots, un * sizeof(int64_t), "slots"},
+    };
+    if ((st = mla__check_buffers(err, "mla_kv_append", outs, 2, ins, 2)))
+        return st;
 
     struct mla_append_args a = {
         .kv = kv_cache, .scales = kv_block_scales, .num_pages = num_pages,

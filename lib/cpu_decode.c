@@ -34,6 +34,12 @@ size_t mla__cpu_workspace_bytes(const struct mla_shape *s, int32_t batch, int32_
 /* Everything the workers share, read-only once they start. */
 struct job {
     const struct mla_decode_args *a;
+    /* The lengths and the block-table entries they use, copied and
+     * checked before any worker starts; workers never read the caller's
+     * seq_lens or block_table, which another thread may change. */
+    const int32_t *lens;  /* [batch] */
+    const int64_t *first; /* [batch]: request b's first entry in pages */
+    const int32_t *pages; /* the entries each length needs, by request */
     int32_t batch, q_len, h_q, h_kv, hpk; /* hpk: query heads per KV head */
     int32_t page_size, fmt, row_bytes, scale_block, spr;
     int causal;
@@ -71,8 +77,8 @@ static uint16_t double_to_bf16(double d)
     return mla_float_to_bf16(f);
 }
 
-/* Dequantize the cache row of token t of a request (through its block
- * table row bt) and KV head k into 576 exact doubles. */
+/* Dequantize the cache row of token t of a request (through its checked
+ * block-table entries bt) and KV head k into 576 exact doubles. */
 static void dequant_row(const struct job *j, const int32_t *bt, int32_t t, int32_t k,
                         double *dst)
 {
@@ -129,10 +135,10 @@ static int32_t visible_keys(const struct job *j, int32_t len, int32_t i)
 static void run_item(const struct job *j, struct scratch *sc, int32_t b, int32_t k)
 {
     const struct mla_decode_args *a = j->a;
-    const int32_t *bt = a->block_table + (int64_t)b * a->max_pages_per_seq;
+    const int32_t *bt = j->pages + j->first[b];
     const uint16_t *q = (const uint16_t *)a->q;
     uint16_t *out = (uint16_t *)a->out;
-    int32_t len = a->seq_lens[b];
+    int32_t len = j->lens[b];
     int32_t rows = j->q_len * j->hpk;
     int32_t r, t0, d;
     double qrow[MLA_D_QK];
@@ -251,16 +257,40 @@ static int scratch_alloc(struct scratch *sc, int32_t rows)
     return -1;
 }
 
-/* Lengths and the block-table entries they use; nothing is written. */
-static mla_status_t validate(const mla_plan_t *plan, const struct mla_decode_args *a, char *err)
+/* The checked copy of the lengths and the block-table entries they use. */
+struct frozen {
+    int32_t *lens;
+    int64_t *first;
+    int32_t *pages;
+};
+
+static void frozen_free(struct frozen *fz)
+{
+    free(fz->lens);
+    free(fz->first);
+    free(fz->pages);
+}
+
+/*
+ * Copy each length and each block-table entry it uses exactly once and
+ * check the copies; the decode then reads only those.  Nothing is written
+ * to the caller's buffers.  OUT_OF_BOUNDS for a bad value, OUT_OF_MEMORY
+ * if the copy cannot be made.
+ */
+static mla_status_t freeze(const mla_plan_t *plan, const struct mla_decode_args *a,
+                           struct frozen *fz, char *err)
 {
     int64_t ps = plan->s.page_size;
     int64_t cap = (int64_t)a->max_pages_per_seq * ps;
+    int64_t total = 0, k = 0;
     int32_t b, p;
+    memset(fz, 0, sizeof *fz);
+    fz->lens = malloc((size_t)plan->batch * sizeof(int32_t));
+    fz->first = malloc((size_t)plan->batch * sizeof(int64_t));
+    if (!fz->lens || !fz->first)
+        return mla__fail(err, MLA_STATUS_OUT_OF_MEMORY, "CPU decode: out of host memory");
     for (b = 0; b < plan->batch; b++) {
-        int32_t len = a->seq_lens[b];
-        const int32_t *bt = a->block_table + (int64_t)b * a->max_pages_per_seq;
-        int32_t pages;
+        int32_t len = fz->lens[b] = a->seq_lens[b];
         if (len < 0)
             return mla__fail(err, MLA_STATUS_OUT_OF_BOUNDS, "seq_lens[%d] = %d is negative",
                              (int)b, (int)len);
@@ -272,14 +302,24 @@ static mla_status_t validate(const mla_plan_t *plan, const struct mla_decode_arg
             return mla__fail(err, MLA_STATUS_OUT_OF_BOUNDS,
                              "seq_lens[%d] = %d exceeds max_pages_per_seq * page_size = %lld",
                              (int)b, (int)len, (long long)cap);
-        pages = (int32_t)((len + ps - 1) / ps);
-        for (p = 0; p < pages; p++)
-            if (bt[p] < 0 || bt[p] >= a->num_pages)
+        fz->first[b] = total;
+        total += (len + ps - 1) / ps;
+    }
+    if ((uint64_t)total > SIZE_MAX / sizeof(int32_t) ||
+        !(fz->pages = malloc((size_t)(total ? total : 1) * sizeof(int32_t))))
+        return mla__fail(err, MLA_STATUS_OUT_OF_MEMORY, "CPU decode: out of host memory");
+    for (b = 0; b < plan->batch; b++) {
+        const int32_t *bt = a->block_table + (int64_t)b * a->max_pages_per_seq;
+        int32_t len = fz->lens[b], pages = (int32_t)((len + ps - 1) / ps);
+        for (p = 0; p < pages; p++, k++) {
+            int32_t e = fz->pages[k] = bt[p];
+            if (e < 0 || e >= a->num_pages)
                 return mla__fail(err, MLA_STATUS_OUT_OF_BOUNDS,
                                  "block_table[%d][%d] = %d is outside [0, num_pages = %lld) "
                                  "(request %d, length %d)",
-                                 (int)b, (int)p, (int)bt[p], (long long)a->num_pages, (int)b,
+                                 (int)b, (int)p, (int)e, (long long)a->num_pages, (int)b,
                                  (int)len);
+        }
     }
     return MLA_STATUS_SUCCESS;
 }
@@ -295,6 +335,7 @@ mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_arg
 {
     const struct mla_shape *s = &plan->s;
     struct job job;
+    struct frozen fz;
     struct worker *w;
     mla_status_t st;
     int32_t items, rows;
@@ -304,13 +345,18 @@ mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_arg
         return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
                          "kv_block_scales is NULL but the config has a scale block size of %d",
                          (int)s->scale_block);
-    st = validate(plan, a, err);
+    st = freeze(plan, a, &fz, err);
     if (st != MLA_STATUS_SUCCESS) {
-        set_status_word(a, st);
+        frozen_free(&fz);
+        if (st == MLA_STATUS_OUT_OF_BOUNDS)
+            set_status_word(a, st);
         return st;
     }
 
     job.a = a;
+    job.lens = fz.lens;
+    job.first = fz.first;
+    job.pages = fz.pages;
     job.batch = plan->batch;
     job.q_len = s->q_len;
     job.h_q = s->num_heads;
@@ -334,8 +380,10 @@ mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_arg
         nthreads = items;
 
     w = calloc((size_t)nthreads, sizeof *w);
-    if (!w)
+    if (!w) {
+        frozen_free(&fz);
         return mla__fail(err, MLA_STATUS_OUT_OF_MEMORY, "CPU decode: out of host memory");
+    }
     /* Scratch for every thread before any output is written; fewer
      * threads if memory is short, failure only if not even one fits. */
     for (t = 0; t < nthreads; t++) {
@@ -345,6 +393,7 @@ mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_arg
     }
     if (t == 0) {
         free(w);
+        frozen_free(&fz);
         return mla__fail(err, MLA_STATUS_OUT_OF_MEMORY, "CPU decode: out of host memory");
     }
     nthreads = t;
@@ -364,6 +413,7 @@ mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_arg
     for (t = 0; t < nthreads; t++)
         scratch_free(&w[t].sc);
     free(w);
+    frozen_free(&fz);
     set_status_word(a, MLA_STATUS_SUCCESS);
     return MLA_STATUS_SUCCESS;
 }

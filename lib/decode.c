@@ -70,6 +70,28 @@ mla_status_t mla_decode(mla_plan_t *plan, const void *q, const void *kv_cache,
                          "mla_decode: workspace_size %zu < %zu needed (mla_plan_workspace_size)",
                          workspace_size, plan->workspace_bytes);
 
+    /* Every extent is known: what the call writes must not overlap what
+     * it reads (the CPU workers would read request 0's LSE back as request
+     * 1's length) or another output. */
+    const struct mla_shape *sh = &plan->s;
+    const uint64_t b = (uint64_t)plan->batch, rows = b * (uint64_t)sh->q_len * (uint64_t)sh->num_heads;
+    const uint64_t cache_rows = (uint64_t)num_pages * (uint64_t)rows_per_page;
+    const struct mla_buf outs[] = {
+        {out, rows * MLA_D_V_BYTES, "out"},
+        {lse, rows * sizeof(float), "lse"},
+        {workspace, plan->workspace_bytes, "workspace"},
+    };
+    const struct mla_buf ins[] = {
+        {q, rows * MLA_D_QK_BYTES, "q"},
+        {kv_cache, cache_rows * (uint64_t)mla__row_bytes(sh), "kv_cache"},
+        {kv_block_scales, cache_rows * (uint64_t)mla__scales_per_row(sh) * sizeof(float),
+         "kv_block_scales"},
+        {block_table, b * (uint64_t)max_pages_per_seq * sizeof(int32_t), "block_table"},
+        {seq_lens, b * sizeof(int32_t), "seq_lens"},
+    };
+    if ((st = mla__check_buffers(err, "mla_decode", outs, 3, ins, 5)))
+        return st;
+
     struct mla_decode_args a = {
         .q = q, .kv = kv_cache, .scales = kv_block_scales, .num_pages = num_pages,
         .block_table = block_table, .max_pages_per_seq = max_pages_per_seq,

@@ -15,6 +15,10 @@
 
 #define MLA_ERRMSG_LEN 512
 
+/* Bytes of one bf16 q or latent row (576 dims) and of one output row (512). */
+#define MLA_D_QK_BYTES 1152u
+#define MLA_D_V_BYTES 1024u
+
 /* Handle magics: a wrong or freed handle is reported, not dereferenced
  * further than its first word. */
 #define MLA_MAGIC_CONTEXT 0x4d4c4143u /* "MLAC" */
@@ -102,6 +106,18 @@ mla_status_t mla__fail(char *buf, mla_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 #define mla__ctx_fail(ctx, st, ...) mla__fail((ctx)->err, (st), __VA_ARGS__)
 void mla__clear(char *buf);
+
+/* ---- caller buffers (lib/buffers.c) ---- */
+struct mla_buf {
+    const void *p;  /* NULL: absent, not checked */
+    uint64_t bytes; /* extent the call reads or writes */
+    const char *name;
+};
+/* INVALID_ARGUMENT (message prefixed with fn) when a buffer runs past the
+ * end of the address space, or an output overlaps an input or another
+ * output. */
+mla_status_t mla__check_buffers(char *err, const char *fn, const struct mla_buf *out, int nout,
+                                const struct mla_buf *in, int nin);
 
 /* ---- shape helpers (lib/config.c) ---- */
 void mla__shape_defaults(struct mla_shape *s);

@@ -487,6 +487,123 @@ START_TEST(append_args)
 }
 END_TEST
 
+/* Outputs that overlap inputs.  Request 0's LSE lands on request 1's
+ * length: the length re-read after validation would index the block table
+ * far out of bounds.  One worker thread, so request 0 runs first. */
+START_TEST(decode_lse_over_seq_lens)
+{
+    struct fixture f;
+    setenv("MLA_CPU_THREADS", "1", 1);
+    fx_init(&f, 0);
+    unsetenv("MLA_CPU_THREADS");
+    float *buf = aligned_alloc(64, 64 * sizeof(float));
+    int32_t *lens = (int32_t *)(buf + 4); /* lse[4], lse[5] of request 0 */
+    memset(buf, 0x5a, 64 * sizeof(float));
+    lens[0] = 20;
+    lens[1] = 5;
+    unsigned char before[64 * sizeof(float)];
+    memcpy(before, buf, sizeof(before));
+    ck_assert_int_eq(DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, lens, f.out, buf, f.ws, f.ws_size),
+                     MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_msg(memcmp(before, buf, sizeof(before)) == 0, "lse written");
+    ck_assert(untouched(&f));
+    ck_assert_ptr_nonnull(strstr(mla_context_last_error(f.ctx), "lse"));
+    ck_assert_ptr_nonnull(strstr(mla_context_last_error(f.ctx), "seq_lens"));
+    /* Right after the lengths is fine. */
+    ck_assert_int_eq(DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, lens, f.out, buf + 6, f.ws, f.ws_size),
+                     MLA_STATUS_SUCCESS);
+    free(buf);
+    fx_fini(&f);
+}
+END_TEST
+
+/* Every output against every input and the other outputs, each placed
+ * inside one arena whose bytes must survive a refused call. */
+START_TEST(decode_overlaps)
+{
+    enum { Q, KV, SC, BT, LENS, OUT, LSE, WS, NBUF };
+    static const char *const names[NBUF] = {"q", "kv_cache", "kv_block_scales", "block_table",
+                                            "seq_lens", "out", "lse", "workspace"};
+    struct fixture f;
+    fx_init(&f, 1);
+    const size_t sz[NBUF] = {FX_BATCH * FX_HEADS * 576 * 2, FX_PAGES * FX_PAGE * 576,
+                             FX_PAGES * FX_PAGE * 9 * 4, FX_BATCH * 2 * 4, FX_BATCH * 4,
+                             FX_BATCH * FX_HEADS * 512 * 2, FX_BATCH * FX_HEADS * 4, f.ws_size};
+    size_t total = 0;
+    for (int i = 0; i < NBUF; i++)
+        total += (sz[i] + 255) / 256 * 256;
+    unsigned char *arena = aligned_alloc(256, total), *copy = malloc(total);
+    for (int o = OUT; o < NBUF; o++) {
+        for (int i = 0; i < NBUF; i++) {
+            if (i == o)
+                continue;
+            /* Lay the buffers out apart, then move output o onto buffer i. */
+            void *p[NBUF];
+            size_t off = 0;
+            for (int k = 0; k < NBUF; k++) {
+                p[k] = arena + off;
+                off += (sz[k] + 255) / 256 * 256;
+            }
+            p[o] = p[i];
+            memset(arena, 0, total);
+            memcpy(p[Q], f.q, sz[Q] < 4096 ? sz[Q] : 4096);
+            ((int32_t *)p[LENS])[0] = 3, ((int32_t *)p[LENS])[1] = 2;
+            for (int k = 0; k < 4; k++)
+                ((int32_t *)p[BT])[k] = k;
+            if (i == LENS || i == BT) { /* keep the indices valid */
+                ((int32_t *)p[LENS])[0] = 1, ((int32_t *)p[LENS])[1] = 1;
+                for (int k = 0; k < 4; k++)
+                    ((int32_t *)p[BT])[k] = 0;
+            }
+            memcpy(copy, arena, total);
+            mla_status_t st = mla_decode(f.plan, p[Q], p[KV], p[SC], FX_PAGES, p[BT], 2, p[LENS],
+                                         p[OUT], p[LSE], p[WS], f.ws_size, NULL);
+            ck_assert_msg(st == MLA_STATUS_INVALID_ARGUMENT, "%s over %s: %s", names[o],
+                          names[i], mla_status_string(st));
+            ck_assert_msg(memcmp(copy, arena, total) == 0, "%s over %s: written", names[o],
+                          names[i]);
+            ck_assert_msg(strstr(mla_context_last_error(f.ctx), names[o]) &&
+                              strstr(mla_context_last_error(f.ctx), names[i]),
+                          "%s over %s: message \"%s\"", names[o], names[i],
+                          mla_context_last_error(f.ctx));
+        }
+    }
+    free(arena);
+    free(copy);
+    fx_fini(&f);
+}
+END_TEST
+
+/* The cache and its block scales are outputs of an append. */
+START_TEST(append_overlaps)
+{
+    struct fixture f;
+    fx_init(&f, 1);
+    int64_t *slots = aligned_alloc(64, 64);
+    slots[0] = 5;
+    slots[1] = 7;
+    uint8_t *copy = malloc(FX_PAGES * FX_PAGE * 1152);
+    memcpy(copy, f.kv, FX_PAGES * FX_PAGE * 1152);
+    struct { const void *lat; const int64_t *sl; float *sc; const char *a, *b; } r[] = {
+        {f.kv + 576, slots, f.scales, "kv_cache", "latent"},
+        {f.q, (const int64_t *)(f.kv + 64), f.scales, "kv_cache", "slots"},
+        {f.q, slots, (float *)(f.kv + 1024), "kv_block_scales", "kv_cache"},
+        {f.scales, slots, f.scales + 16, "kv_block_scales", "latent"},
+    };
+    for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+        mla_status_t st = mla_kv_append(f.ctx, f.cfg, f.kv, r[i].sc, FX_PAGES, r[i].lat, r[i].sl, 2, NULL);
+        ck_assert_msg(st == MLA_STATUS_INVALID_ARGUMENT, "case %zu: %s", i, mla_status_string(st));
+        ck_assert_msg(memcmp(copy, f.kv, FX_PAGES * FX_PAGE * 1152) == 0, "case %zu wrote", i);
+        ck_assert_msg(strstr(mla_context_last_error(f.ctx), r[i].a) &&
+                          strstr(mla_context_last_error(f.ctx), r[i].b),
+                      "case %zu: message \"%s\"", i, mla_context_last_error(f.ctx));
+    }
+    free(slots);
+    free(copy);
+    fx_fini(&f);
+}
+END_TEST
+
 static Suite *api_suite(void)
 {
     Suite *s = suite_create("api");
@@ -504,6 +621,9 @@ static Suite *api_suite(void)
     tcase_add_test(tc, decode_args);
     tcase_add_test(tc, decode_needs_scales);
     tcase_add_test(tc, append_args);
+    tcase_add_test(tc, decode_lse_over_seq_lens);
+    tcase_add_test(tc, decode_overlaps);
+    tcase_add_test(tc, append_overlaps);
     suite_add_tcase(s, tc);
     return s;
 }

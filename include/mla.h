@@ -442,6 +442,19 @@ MLA_API mla_status_t mla_plan_workspace_size(const mla_plan_t *plan, size_t *byt
  * LSE +inf.  Cache rows at or past a request's length, page tails
  * included, are never read into the result, whatever they hold.
  *
+ * Non-finite values: NaN and +-Inf inside a request's length (in q, in a
+ * cache row a query row sees, nope or RoPE, or in its block scales) reach
+ * that row's output and LSE as the fp64 evaluation
+ *   out = sum_t w_t v_t / sum_t w_t,  w_t = exp(s_t - M),
+ *   lse = M + log(sum_t w_t),  M = the largest non-NaN score s_t,
+ * over the keys the row sees, would have them: a NaN score, or an infinite
+ * M (a +Inf score, or every score -Inf), makes the whole row NaN, output
+ * and LSE; a -Inf score gives its key weight 0, and 0 * Inf or NaN in that
+ * key's V row makes that output element NaN.  A row that meets NaN or Inf
+ * never passes for one without keys: output 0 and LSE +inf mean only that
+ * the mask left it no key.  Keys a causal row does not see, and rows past
+ * the length, never affect it.
+ *
  * Aliasing: out, lse and the workspace's first mla_plan_workspace_size()
  * bytes are written and must not overlap each other or q, kv_cache,
  * kv_block_scales, block_table ([b, max_pages_per_seq] int32) or seq_lens;

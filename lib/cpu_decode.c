@@ -55,6 +55,7 @@ struct scratch {
     double *m;   /* [rows] running max score */
     double *l;   /* [rows] running sum of exp(score - m) */
     double *sc;  /* [CHUNK_KEYS] scores of one query row */
+    unsigned char *nan; /* [rows] a NaN weight was met: the row is NaN */
 };
 
 struct worker {
@@ -146,6 +147,7 @@ static void run_item(const struct job *j, struct scratch *sc, int32_t b, int32_t
     for (r = 0; r < rows; r++) {
         sc->m[r] = -INFINITY;
         sc->l[r] = 0.0;
+        sc->nan[r] = 0;
         memset(sc->acc + (size_t)r * MLA_D_V, 0, MLA_D_V * sizeof(double));
     }
 
@@ -160,8 +162,9 @@ static void run_item(const struct job *j, struct scratch *sc, int32_t b, int32_t
             int32_t vis = visible_keys(j, len, i) - t0; /* keys of this chunk it sees */
             const uint16_t *qs = q + (((int64_t)b * j->q_len + i) * j->h_q + h) * MLA_D_QK;
             double *acc = sc->acc + (size_t)r * MLA_D_V;
-            double mnew, corr;
-            if (vis <= 0)
+            double mnew;
+            int nan_score = 0;
+            if (vis <= 0 || sc->nan[r])
                 continue;
             if (vis > nk)
                 vis = nk;
@@ -181,14 +184,24 @@ static void run_item(const struct job *j, struct scratch *sc, int32_t b, int32_t
                     d3 += qrow[d + 3] * kr[d + 3];
                 }
                 sc->sc[t] = j->softmax_scale * ((d0 + d1) + (d2 + d3));
-                if (sc->sc[t] > mnew)
+                if (isnan(sc->sc[t]))
+                    nan_score = 1;
+                else if (sc->sc[t] > mnew)
                     mnew = sc->sc[t];
+            }
+            /* As the fp64 evaluation exp(s - max) / sum: a NaN score, or a
+             * +inf maximum (inf - inf), makes a weight, the sum and so the
+             * whole row NaN, whatever the other keys hold. */
+            if (nan_score || mnew == INFINITY) {
+                sc->nan[r] = 1;
+                continue;
             }
 
             /* Online softmax: rescale what was accumulated under the old
-             * maximum (exp(-inf) = 0 on the first chunk). */
-            corr = exp(sc->m[r] - mnew);
-            if (corr != 1.0) {
+             * maximum (exp(-inf) = 0 when the first finite score arrives;
+             * NaN left by 0 * Inf stays NaN, as it would in one pass). */
+            if (mnew != sc->m[r]) {
+                double corr = exp(sc->m[r] - mnew);
                 for (d = 0; d < MLA_D_V; d++)
                     acc[d] *= corr;
                 sc->l[r] *= corr;
@@ -196,7 +209,10 @@ static void run_item(const struct job *j, struct scratch *sc, int32_t b, int32_t
             sc->m[r] = mnew;
             for (t = 0; t < vis; t++) {
                 const double *vr = sc->k + (size_t)t * MLA_D_QK; /* V = first 512 dims */
-                double p = exp(sc->sc[t] - mnew);
+                /* A -inf score has weight 0 (and 0 * Inf in its V row is
+                 * NaN, as in one pass); with every score so far -inf the
+                 * maximum is -inf too, and the row ends NaN below. */
+                double p = sc->sc[t] == -INFINITY ? 0.0 : exp(sc->sc[t] - mnew);
                 sc->l[r] += p;
                 for (d = 0; d < MLA_D_V; d++)
                     acc[d] += p * vr[d];
@@ -208,16 +224,23 @@ static void run_item(const struct job *j, struct scratch *sc, int32_t b, int32_t
         int32_t i = r / j->hpk, h = k * j->hpk + r % j->hpk;
         uint16_t *o = out + (((int64_t)b * j->q_len + i) * j->h_q + h) * MLA_D_V;
         const double *acc = sc->acc + (size_t)r * MLA_D_V;
-        if (sc->l[r] > 0.0) {
+        double lse;
+        /* "No visible key" comes from the mask alone; a NaN sum is not it. */
+        if (visible_keys(j, len, i) == 0) {
+            memset(o, 0, MLA_D_V * sizeof(uint16_t));
+            lse = INFINITY;
+        } else if (sc->nan[r] || sc->m[r] == -INFINITY) {
+            /* NaN weights (a NaN score, an infinite maximum): NaN row. */
+            for (d = 0; d < MLA_D_V; d++)
+                o[d] = double_to_bf16(NAN);
+            lse = NAN;
+        } else {
             for (d = 0; d < MLA_D_V; d++)
                 o[d] = double_to_bf16(acc[d] / sc->l[r]);
-        } else {
-            memset(o, 0, MLA_D_V * sizeof(uint16_t)); /* no visible key */
+            lse = sc->m[r] + log(sc->l[r]);
         }
-        if (a->lse) {
-            double lse = sc->l[r] > 0.0 ? sc->m[r] + log(sc->l[r]) : INFINITY;
+        if (a->lse)
             a->lse[((int64_t)b * j->h_q + h) * j->q_len + i] = (float)lse;
-        }
     }
 }
 
@@ -242,6 +265,7 @@ static void scratch_free(struct scratch *sc)
     free(sc->m);
     free(sc->l);
     free(sc->sc);
+    free(sc->nan);
 }
 
 static int scratch_alloc(struct scratch *sc, int32_t rows)
@@ -251,7 +275,8 @@ static int scratch_alloc(struct scratch *sc, int32_t rows)
     sc->m = malloc((size_t)rows * sizeof(double));
     sc->l = malloc((size_t)rows * sizeof(double));
     sc->sc = malloc((size_t)CHUNK_KEYS * sizeof(double));
-    if (sc->k && sc->acc && sc->m && sc->l && sc->sc)
+    sc->nan = malloc((size_t)rows);
+    if (sc->k && sc->acc && sc->m && sc->l && sc->sc && sc->nan)
         return 0;
     scratch_free(sc);
     return -1;

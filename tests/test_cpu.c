@@ -930,6 +930,13 @@ static void compare(const struct dsetup *d, int with_lse)
         size_t row = e / 512;
         int32_t b = (int32_t)(row / ((size_t)c->q_len * c->h_q));
         int i = (int)(row / (size_t)c->h_q % (size_t)c->q_len), h = (int)(row % (size_t)c->h_q);
+        /* Non-finite values where the fp64 evaluation has them, and only
+         * there (the poison of the non-finite tests is finite). */
+        if (isnan(r) || isinf(r)) {
+            REQUIRE(isnan(r) ? isnan(o) : o == r, "%s: out[b %d, i %d, h %d, %d] = %g, ref %g",
+                    desc, b, i, h, (int)(e % 512), o, r);
+            continue;
+        }
         REQUIRE(d->out[e] != 0xffff, "%s: out[b %d, i %d, h %d, %d] not written", desc, b, i,
                       h, (int)(e % 512));
         REQUIRE(diff <= 8e-4 || diff <= 2.01 / 128 * fabs(r),
@@ -953,7 +960,11 @@ static void compare(const struct dsetup *d, int with_lse)
             REQUIRE(memcmp(&d->lse[e], &poison, 4) == 0, "%s: lse written when NULL", desc);
             continue;
         }
-        REQUIRE(!isnan(l), "%s: lse[%zu] not written", desc, e);
+        if (isnan(r)) {
+            REQUIRE(isnan(l), "%s: lse[%zu] = %g, want NaN", desc, e, l);
+            continue;
+        }
+        REQUIRE(!isnan(l), "%s: lse[%zu] = NaN, ref %g (or not written)", desc, e, r);
         if (isinf(r)) {
             REQUIRE(isinf(l) && l > 0, "%s: lse[%zu] = %g, want +inf", desc, e, l);
             continue;
@@ -1041,6 +1052,113 @@ START_TEST(decode_thread_invariance)
     ck_assert(memcmp(d1.lse, d3.lse, d1.lse_bytes) == 0);
     setup_free(&d1);
     setup_free(&d3);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Decode: NaN and Inf inside the lengths */
+
+enum { NF_CLEAN, NF_Q_NAN, NF_NOPE_NAN, NF_NOPE_PINF, NF_V_NINF, NF_ROPE_NAN, NF_ROPE_INF,
+       NF_LAST_NAN, NF_FIRST_INFS, NF_KINDS };
+
+/* Byte offset of channel ch of token t, KV head k, of request b. */
+static uint8_t *cache_row(struct dsetup *d, int32_t b, int32_t t, int k)
+{
+    int64_t page = d->bt[b * d->mpps + t / d->c.ps];
+    return d->kv + ((page * d->c.ps + t % d->c.ps) * d->c.h_kv + k) * d->rb;
+}
+
+/* Make channel ch of (b, t, k) the value v (NaN or +-Inf) as the format
+ * allows: bf16 values directly, the e4m3 NaN byte 0x7f, and through the
+ * block scale (E4M3 with block scales, DS_MLA nope) for infinities,
+ * where the whole block then turns non-finite. */
+static void poke(struct dsetup *d, int32_t b, int32_t t, int k, int ch, double v)
+{
+    uint8_t *p = cache_row(d, b, t, k);
+    uint16_t h = isnan(v) ? 0x7fc0 : v > 0 ? 0x7f80 : 0xff80;
+    float f = (float)v;
+    if (d->c.fmt == MLA_KV_BF16) {
+        memcpy(p + 2 * ch, &h, 2);
+    } else if (d->c.fmt == MLA_KV_FP8_DS_MLA && ch >= 512) {
+        memcpy(p + 528 + 2 * (ch - 512), &h, 2);
+    } else if (isnan(v)) {
+        p[ch] = 0x7f;
+    } else if (d->c.fmt == MLA_KV_FP8_DS_MLA) {
+        memcpy(p + 512 + 4 * (ch / 128), &f, 4);
+    } else if (d->spr) {
+        int64_t row = (int64_t)(p - d->kv) / d->rb;
+        d->scales[row * d->spr + ch / d->c.g] = f;
+    } else {
+        p[ch] = 0x7f; /* no infinity in e4m3 and no scale to carry one */
+    }
+}
+
+/*
+ * Every request of the batch holds one kind of non-finite value inside its
+ * length (request b has kind b % NF_KINDS); the result must have NaN and
+ * Inf exactly where the fp64 evaluation has them, and be finite and within
+ * the bounds elsewhere: a row that merely met a NaN is not a row without
+ * keys.  Page tails and rows past the lengths stay NaN throughout.
+ */
+START_TEST(decode_nonfinite)
+{
+    const struct fmt_case fc = FMTS[_i % NFMTS];
+    const int q_len = _i < NFMTS ? 1 : 2;
+    struct dcase c = {16, 2, q_len, NF_KINDS, 16, fc.fmt, fc.g, q_len > 1, 100};
+    static const int32_t lens[NF_KINDS] = {20, 20, 33, 17, 40, 20, 21, 9, 90};
+    struct dsetup d;
+    double *ref_out, *ref_lse;
+    int32_t b;
+    int k, hits = 0;
+
+    setup_build(&d, &c, 1 + _i % 3, 6000 + (uint64_t)_i, lens);
+    for (k = 0; k < c.h_kv; k++) {
+        poke(&d, NF_NOPE_NAN, 5, k, 100, NAN);
+        poke(&d, NF_NOPE_PINF, 7, k, 200, INFINITY);
+        poke(&d, NF_V_NINF, 3, k, 300, -INFINITY);
+        poke(&d, NF_ROPE_NAN, 10, k, 540, NAN);
+        poke(&d, NF_ROPE_INF, 11, k, 560, INFINITY);
+        poke(&d, NF_LAST_NAN, lens[NF_LAST_NAN] - 1, k, 50, NAN); /* causal: last row only */
+    }
+    /* NaN in q: one head of the last query token. */
+    d.q[(((size_t)NF_Q_NAN * q_len + q_len - 1) * c.h_q + 3) * 576 + 7] = 0x7fc0;
+    /* Whole chunks (the CPU backend takes 64 keys at a time) whose scores
+     * are -inf for some heads and +inf for others: +Inf in channel 0 (or
+     * RoPE channel 570 for DS_MLA, which is not part of V) of the first 70
+     * tokens; finite keys follow.  BF16 and DS_MLA only: e4m3 has no Inf. */
+    if (fc.fmt != MLA_KV_FP8_E4M3) {
+        int32_t t;
+        for (t = 0; t < 70; t++)
+            for (k = 0; k < c.h_kv; k++)
+                poke(&d, NF_FIRST_INFS, t, k, fc.fmt == MLA_KV_BF16 ? 0 : 570, INFINITY);
+    }
+    /* Finite poison: a row left unwritten cannot pass for a NaN. */
+    memset(d.out, 0x7b, d.out_bytes);
+    memset(d.lse, 0x7b, d.lse_bytes);
+
+    ST_OK(run_decode(&d, 1));
+    compare(&d, 1);
+
+    /* The cases did reach the result: every poked request but the clean
+     * one has non-finite values in its reference. */
+    ref_out = malloc(d.out_bytes / 2 * sizeof(double));
+    ref_lse = malloc(d.lse_bytes / 4 * sizeof(double));
+    ref_decode(&d, ref_out, ref_lse);
+    for (b = NF_Q_NAN; b < NF_KINDS; b++) {
+        size_t n = (size_t)q_len * c.h_q * 512, e, bad = 0;
+        for (e = 0; e < n; e++)
+            bad += !isfinite(ref_out[(size_t)b * n + e]);
+        if (b == NF_FIRST_INFS && fc.fmt != MLA_KV_BF16) {
+            REQUIRE(fc.fmt == MLA_KV_FP8_E4M3 || bad > 0, "request %d: no NaN", (int)b);
+            continue;
+        }
+        REQUIRE(bad > 0, "%s request %d: no non-finite output", fmt_name(fc.fmt), (int)b);
+        hits++;
+    }
+    ck_assert_int_ge(hits, NF_KINDS - 2);
+    free(ref_out);
+    free(ref_lse);
+    setup_free(&d);
 }
 END_TEST
 
@@ -1182,6 +1300,7 @@ static Suite *cpu_suite(int longrun)
     tcase_add_loop_test(tc, decode_vs_reference, 0, NDCASES);
     tcase_add_loop_test(tc, decode_empty_rows, 0, NFMTS);
     tcase_add_test(tc, decode_thread_invariance);
+    tcase_add_loop_test(tc, decode_nonfinite, 0, 2 * NFMTS);
     tcase_add_loop_test(tc, decode_out_of_bounds, 0, NFMTS);
     suite_add_tcase(s, tc);
 

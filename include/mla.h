@@ -55,8 +55,12 @@ struct CUstream_st;
  *
  * Conventions:
  *  - Every function that can fail returns ::mla_status_t.  On failure it
- *    writes nothing to any caller buffer and leaves a message readable
- *    with mla_context_last_error() or mla_config_last_error().
+ *    writes nothing to any caller buffer and leaves a message for the
+ *    calling thread, readable with mla_context_last_error() or
+ *    mla_config_last_error() (see Threads below).  Messages start with
+ *    the function's name, then name the argument or parameter at fault,
+ *    e.g. "mla_config_set_int: MLA_PARAM_PAGE_SIZE = 48: want a power of
+ *    two in [1, 1024]"; their wording is not part of the interface.
  *  - Destroy functions accept NULL.
  *  - Aliasing: a buffer that a call writes (mla_decode(): out, lse and the
  *    first mla_plan_workspace_size() bytes of the workspace;
@@ -71,6 +75,34 @@ struct CUstream_st;
  *    CUstream and cudaStream_t), so callers need no CUDA header.  NULL is
  *    the legacy default stream.  The CPU backend ignores the stream and
  *    runs synchronously.
+ *
+ * Threads:
+ *  - Any function may be called from any thread, and calls may run at
+ *    the same time on the same context, plans and configs: several
+ *    threads may decode, append and create plans on one context at once.
+ *    The caller orders only these: a destroy function runs while no other
+ *    call uses the object it destroys (and a context's plans are
+ *    destroyed before it); mla_config_set_int() and mla_config_set_float()
+ *    run while no other call uses that config; a workspace serves one
+ *    mla_decode() in flight at a time; and a buffer that one call writes
+ *    is not read or written by another call running at the same time (on
+ *    a CUDA context: queued on another stream without an ordering).
+ *  - Error messages are per thread.  Each function that returns
+ *    ::mla_status_t first clears the calling thread's message and leaves a
+ *    new one only if it fails; calls on other threads never change it.
+ *    mla_context_last_error() and mla_config_last_error() return the
+ *    calling thread's message when its last such call concerned that
+ *    context (a plan made on it included) or config, and "" otherwise.
+ *    Read it right after the call that failed, on the same thread.  A
+ *    thread's first call allocates its message buffer (a few hundred
+ *    bytes of host memory, freed when the thread exits); if that fails,
+ *    calls still work but leave no message.
+ *  - On a CUDA context every call makes the device's primary context
+ *    current on the calling thread for its duration, then restores the
+ *    thread's previous current context.
+ *  - The CPU backend runs each mla_decode() on the calling thread and
+ *    MLA_CPU_THREADS - 1 worker threads that it starts and joins within
+ *    the call.
  */
 
 /* ------------------------------------------------------------------ */
@@ -200,11 +232,20 @@ MLA_API mla_status_t mla_context_create(mla_context_t **ctx, int device);
 MLA_API void mla_context_destroy(mla_context_t *ctx);
 
 /**
- * @brief Text of the last error reported on this context, or by a plan,
- *        decode or append call that used it.
+ * @brief The calling thread's message about a context.
+ *
+ * Each function that returns ::mla_status_t clears the calling thread's
+ * message and leaves a new one if it fails.  This returns that message
+ * when the thread's last such call concerned @p ctx: mla_plan_create() or
+ * mla_kv_append() on it, or mla_plan_workspace_size(), mla_decode() or
+ * mla_workspace_status() with a plan made on it.  Other threads' calls on
+ * the same context never change it.
+ *
  * @param ctx Context, or NULL.
- * @return A NUL-terminated string owned by the context, "" after a
- *         success; valid until the next call on the context.  Never NULL.
+ * @return A NUL-terminated string owned by the library: the message, or
+ *         "" after a success, for a call about another handle, or for a
+ *         NULL or invalid @p ctx.  Valid until the calling thread's next
+ *         call into libmla.  Never NULL.
  */
 MLA_API const char *mla_context_last_error(const mla_context_t *ctx);
 
@@ -349,10 +390,17 @@ MLA_API mla_status_t mla_config_set_float(mla_config_t *cfg, mla_param_t param, 
 MLA_API mla_status_t mla_config_get_float(const mla_config_t *cfg, mla_param_t param, double *value);
 
 /**
- * @brief Text of the last error reported on this config.
+ * @brief The calling thread's message about a config.
+ *
+ * As mla_context_last_error(), for the config calls: mla_config_copy()
+ * (about @p src), mla_config_set_int(), mla_config_get_int(),
+ * mla_config_set_float() and mla_config_get_float().
+ *
  * @param cfg Config, or NULL.
- * @return NUL-terminated string owned by the config ("" after success).
- *         Never NULL.
+ * @return A NUL-terminated string owned by the library: the message, or
+ *         "" after a success, for a call about another handle, or for a
+ *         NULL or invalid @p cfg.  Valid until the calling thread's next
+ *         call into libmla.  Never NULL.
  */
 MLA_API const char *mla_config_last_error(const mla_config_t *cfg);
 

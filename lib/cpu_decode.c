@@ -303,7 +303,7 @@ static void frozen_free(struct frozen *fz)
  * if the copy cannot be made.
  */
 static mla_status_t freeze(const mla_plan_t *plan, const struct mla_decode_args *a,
-                           struct frozen *fz, char *err)
+                           struct frozen *fz)
 {
     int64_t ps = plan->s.page_size;
     int64_t cap = (int64_t)a->max_pages_per_seq * ps;
@@ -313,33 +313,33 @@ static mla_status_t freeze(const mla_plan_t *plan, const struct mla_decode_args 
     fz->lens = malloc((size_t)plan->batch * sizeof(int32_t));
     fz->first = malloc((size_t)plan->batch * sizeof(int64_t));
     if (!fz->lens || !fz->first)
-        return mla__fail(err, MLA_STATUS_OUT_OF_MEMORY, "CPU decode: out of host memory");
+        return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory (CPU backend)");
     for (b = 0; b < plan->batch; b++) {
         int32_t len = fz->lens[b] = a->seq_lens[b];
         if (len < 0)
-            return mla__fail(err, MLA_STATUS_OUT_OF_BOUNDS, "seq_lens[%d] = %d is negative",
+            return mla__error(MLA_STATUS_OUT_OF_BOUNDS, "seq_lens[%d] = %d is negative",
                              (int)b, (int)len);
         if (len > plan->max_seq_len)
-            return mla__fail(err, MLA_STATUS_OUT_OF_BOUNDS,
+            return mla__error(MLA_STATUS_OUT_OF_BOUNDS,
                              "seq_lens[%d] = %d exceeds the plan's max_seq_len %d", (int)b,
                              (int)len, (int)plan->max_seq_len);
         if (len > cap)
-            return mla__fail(err, MLA_STATUS_OUT_OF_BOUNDS,
-                             "seq_lens[%d] = %d exceeds max_pages_per_seq * page_size = %lld",
+            return mla__error(MLA_STATUS_OUT_OF_BOUNDS,
+                             "seq_lens[%d] = %d exceeds max_pages_per_seq * MLA_PARAM_PAGE_SIZE = %lld",
                              (int)b, (int)len, (long long)cap);
         fz->first[b] = total;
         total += (len + ps - 1) / ps;
     }
     if ((uint64_t)total > SIZE_MAX / sizeof(int32_t) ||
         !(fz->pages = malloc((size_t)(total ? total : 1) * sizeof(int32_t))))
-        return mla__fail(err, MLA_STATUS_OUT_OF_MEMORY, "CPU decode: out of host memory");
+        return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory (CPU backend)");
     for (b = 0; b < plan->batch; b++) {
         const int32_t *bt = a->block_table + (int64_t)b * a->max_pages_per_seq;
         int32_t len = fz->lens[b], pages = (int32_t)((len + ps - 1) / ps);
         for (p = 0; p < pages; p++, k++) {
             int32_t e = fz->pages[k] = bt[p];
             if (e < 0 || e >= a->num_pages)
-                return mla__fail(err, MLA_STATUS_OUT_OF_BOUNDS,
+                return mla__error(MLA_STATUS_OUT_OF_BOUNDS,
                                  "block_table[%d][%d] = %d is outside [0, num_pages = %lld) "
                                  "(request %d, length %d)",
                                  (int)b, (int)p, (int)e, (long long)a->num_pages, (int)b,
@@ -356,7 +356,7 @@ static void set_status_word(const struct mla_decode_args *a, mla_status_t st)
         memcpy(a->workspace, &w, sizeof w);
 }
 
-mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_args *a, char *err)
+mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_args *a)
 {
     const struct mla_shape *s = &plan->s;
     struct job job;
@@ -367,10 +367,10 @@ mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_arg
     int nthreads, started, t;
 
     if (s->kv_format == MLA_FMT_FP8_E4M3 && s->scale_block && !a->scales)
-        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
-                         "kv_block_scales is NULL but the config has a scale block size of %d",
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                         "kv_block_scales is NULL but MLA_PARAM_SCALE_BLOCK_SIZE = %d",
                          (int)s->scale_block);
-    st = freeze(plan, a, &fz, err);
+    st = freeze(plan, a, &fz);
     if (st != MLA_STATUS_SUCCESS) {
         frozen_free(&fz);
         if (st == MLA_STATUS_OUT_OF_BOUNDS)
@@ -407,7 +407,7 @@ mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_arg
     w = calloc((size_t)nthreads, sizeof *w);
     if (!w) {
         frozen_free(&fz);
-        return mla__fail(err, MLA_STATUS_OUT_OF_MEMORY, "CPU decode: out of host memory");
+        return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory (CPU backend)");
     }
     /* Scratch for every thread before any output is written; fewer
      * threads if memory is short, failure only if not even one fits. */
@@ -419,7 +419,7 @@ mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_arg
     if (t == 0) {
         free(w);
         frozen_free(&fz);
-        return mla__fail(err, MLA_STATUS_OUT_OF_MEMORY, "CPU decode: out of host memory");
+        return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory (CPU backend)");
     }
     nthreads = t;
 

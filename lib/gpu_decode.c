@@ -131,7 +131,7 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a)
     struct mla_gpu_context *g = ctx->gpu;
     const struct mla_gpu_plan *gp = plan->gpu;
     if (!g || !gp)
-        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR, "mla_decode: plan not initialized");
+        return mla__error(MLA_STATUS_INTERNAL_ERROR, "plan not initialized");
     const struct mla_cuda_api *cu = g->cu;
 
     struct mla_decode_params p = gp->p;
@@ -153,10 +153,10 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a)
         CUresult er = CUDA_SUCCESS;
         use_hopper = hopper_maps(cu, &p, gp->hopper_pair, &hp, &er);
         if (use_hopper < 0)
-            return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, er, "cuTensorMapEncodeTiled");
+            return mla__cu_fail(MLA_STATUS_CUDA_ERROR, er, "cuTensorMapEncodeTiled");
         if (!use_hopper && gp->hopper_required)
-            return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
-                                 "mla_decode: MLA_KERNEL requires an sm_90a kernel, but this call "
+            return mla__error(MLA_STATUS_NOT_SUPPORTED,
+                                 "MLA_KERNEL requires an sm_90a kernel, but this call "
                                  "needs the portable kernel (kv or scales not 16-byte aligned, "
                                  "or num_pages * page_size >= 2^31)");
         hp.p = p;
@@ -197,7 +197,7 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a)
         trace_print(cu, stream, g->trace_words);
     mla__gpu_pop(ctx);
     if (r != CUDA_SUCCESS)
-        return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, what);
+        return mla__cu_fail(MLA_STATUS_CUDA_ERROR, r, what);
     return MLA_STATUS_SUCCESS;
 }
 
@@ -206,7 +206,7 @@ mla_status_t mla__gpu_append(mla_context_t *ctx, const struct mla_shape *s,
 {
     struct mla_gpu_context *g = ctx->gpu;
     if (!g)
-        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR, "mla_kv_append: no CUDA context");
+        return mla__error(MLA_STATUS_INTERNAL_ERROR, "no CUDA context");
     if (a->n <= 0)
         return MLA_STATUS_SUCCESS;
     const struct mla_cuda_api *cu = g->cu;
@@ -244,7 +244,7 @@ mla_status_t mla__gpu_append(mla_context_t *ctx, const struct mla_shape *s,
     }
     mla__gpu_pop(ctx);
     if (r != CUDA_SUCCESS)
-        return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, "cuLaunchKernelEx(mla_append)");
+        return mla__cu_fail(MLA_STATUS_CUDA_ERROR, r, "cuLaunchKernelEx(mla_append)");
     return MLA_STATUS_SUCCESS;
 }
 
@@ -260,8 +260,8 @@ mla_status_t mla__gpu_workspace_status(const mla_plan_t *plan, const void *works
     mla_context_t *ctx = plan->ctx;
     struct mla_gpu_context *g = ctx->gpu;
     if (!g)
-        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR,
-                             "mla_workspace_status: no CUDA context");
+        return mla__error(MLA_STATUS_INTERNAL_ERROR,
+                             "no CUDA context");
     const struct mla_cuda_api *cu = g->cu;
     mla_status_t st = mla__gpu_push(ctx);
     if (st != MLA_STATUS_SUCCESS)
@@ -275,10 +275,10 @@ mla_status_t mla__gpu_workspace_status(const mla_plan_t *plan, const void *works
     }
     mla__gpu_pop(ctx);
     if (r != CUDA_SUCCESS)
-        return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, what);
+        return mla__cu_fail(MLA_STATUS_CUDA_ERROR, r, what);
     if (v < 0 || v > (int32_t)MLA_STATUS_INTERNAL_ERROR)
-        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR,
-                             "mla_workspace_status: status word holds %d", (int)v);
+        return mla__error(MLA_STATUS_INTERNAL_ERROR,
+                             "status word holds %d", (int)v);
     *out = (mla_status_t)v;
     return MLA_STATUS_SUCCESS;
 }

@@ -400,7 +400,23 @@ START_TEST(decode_args)
                       mla_status_string(r[i].got), mla_status_string(r[i].want));
         ck_assert_msg(untouched(&f), "case %zu wrote output", i);
     }
-    ck_assert_str_ne(mla_context_last_error(f.ctx), "");
+    /* Each failure leaves a message naming the function (the message is
+     * per thread, so each call is checked right after it). */
+    static const char *const needles[] = {"q is NULL", "num_pages = 0", "max_pages_per_seq = 0",
+                                          "workspace_size = 0", "kv_block_scales"};
+    mla_status_t got[5];
+    got[0] = DECODE(&f, NULL, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size);
+    ck_assert_str_eq(mla_context_last_error(f.ctx), "mla_decode: q is NULL");
+    for (int i = 1; i < 5; i++) {
+        got[i] = i == 1 ? DECODE(&f, f.q, f.kv, NULL, 0, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size)
+               : i == 2 ? DECODE(&f, f.q, f.kv, NULL, 4, f.table, 0, f.lens, f.out, f.lse, f.ws, f.ws_size)
+               : i == 3 ? DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, 0)
+                        : DECODE(&f, f.q, f.kv, f.scales, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size);
+        const char *m = mla_context_last_error(f.ctx);
+        ck_assert_int_ne(got[i], MLA_STATUS_SUCCESS);
+        ck_assert_msg(strncmp(m, "mla_decode: ", 12) == 0 && strstr(m, needles[i]),
+                      "case %d: \"%s\" lacks \"mla_decode: ...%s\"", i, m, needles[i]);
+    }
 
     /* Lengths beyond the block table (2 pages of 16) or the plan (32). */
     mla_status_t dst;
@@ -604,6 +620,80 @@ START_TEST(append_overlaps)
 }
 END_TEST
 
+/* ---- messages ---------------------------------------------------------------- */
+
+/* Every failure on a handle leaves a message: the function's name, then the
+ * parameter by its public name; a success on the handle clears it. */
+START_TEST(messages)
+{
+    mla_config_t *cfg = new_config();
+    mla_context_t *ctx = NULL;
+    mla_plan_t *plan = NULL;
+    int64_t v;
+    double d;
+    ck_assert_int_eq(mla_context_create(&ctx, MLA_DEVICE_CPU), 0);
+
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_PAGE_SIZE, 48), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg),
+                     "mla_config_set_int: MLA_PARAM_PAGE_SIZE = 48: want a power of two in [1, 1024]");
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_PAGE_SIZE, 64), 0);
+    ck_assert_str_eq(mla_config_last_error(cfg), "");
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_NUM_HEADS, 0), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg),
+                     "mla_config_set_int: MLA_PARAM_NUM_HEADS = 0: want a value in [1, 128]");
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_KV_ROW_BYTES, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_set_int: MLA_PARAM_KV_ROW_BYTES is read-only");
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_SOFTMAX_SCALE, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_set_int: MLA_PARAM_SOFTMAX_SCALE is "
+                     "floating-point: use mla_config_set_float");
+    ck_assert_int_eq(mla_config_set_int(cfg, (mla_param_t)99, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_set_int: param = 99 is not an mla_param_t");
+    /* The getters. */
+    ck_assert_int_eq(mla_config_get_int(cfg, MLA_PARAM_NUM_HEADS, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_get_int: value is NULL");
+    ck_assert_int_eq(mla_config_get_int(cfg, (mla_param_t)77, &v), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_get_int: param = 77 is not an mla_param_t");
+    ck_assert_int_eq(mla_config_get_float(cfg, MLA_PARAM_NUM_HEADS, &d), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_get_float: MLA_PARAM_NUM_HEADS is an "
+                     "integer parameter: use mla_config_get_int");
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_Q_LEN, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_set_float: MLA_PARAM_Q_LEN is an "
+                     "integer parameter: use mla_config_set_int");
+    ck_assert_int_eq(mla_config_get_float(cfg, MLA_PARAM_KV_SCALE, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_get_float: value is NULL");
+
+    /* Plans. */
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 0, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_context_last_error(ctx), "mla_plan_create: batch = 0: want a value in [1, 65535]");
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, NULL, 1, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_context_last_error(ctx), "mla_plan_create: cfg is NULL");
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_NUM_KV_HEADS, 3), 0);
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 1, 1), MLA_STATUS_NOT_SUPPORTED);
+    ck_assert_str_eq(mla_context_last_error(ctx), "mla_plan_create: MLA_PARAM_NUM_KV_HEADS = 3 does "
+                     "not divide MLA_PARAM_NUM_HEADS = 128");
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_NUM_KV_HEADS, 1), 0);
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 1, 16), 0);
+    ck_assert_str_eq(mla_context_last_error(ctx), "");
+    ck_assert_int_eq(mla_plan_workspace_size(plan, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_context_last_error(ctx), "mla_plan_workspace_size: bytes is NULL");
+    void *ws = aligned_alloc(256, 256);
+    mla_status_t dst;
+    ck_assert_int_eq(mla_workspace_status(plan, ws, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_context_last_error(ctx), "mla_workspace_status: device_status is NULL");
+    ck_assert_int_eq(mla_workspace_status(plan, (char *)ws + 4, &dst), MLA_STATUS_MISALIGNED);
+    ck_assert_ptr_nonnull(strstr(mla_context_last_error(ctx), "mla_workspace_status: workspace = "));
+    /* Appends. */
+    ck_assert_int_eq(mla_kv_append(ctx, cfg, ws, NULL, 1, NULL, NULL, -1, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_context_last_error(ctx), "mla_kv_append: n = -1: want at least 0");
+    ck_assert_int_eq(mla_kv_append(ctx, NULL, ws, NULL, 1, NULL, NULL, 0, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_context_last_error(ctx), "mla_kv_append: cfg is NULL");
+    free(ws);
+    mla_plan_destroy(plan);
+    mla_config_destroy(cfg);
+    mla_context_destroy(ctx);
+}
+END_TEST
+
 static Suite *api_suite(void)
 {
     Suite *s = suite_create("api");
@@ -624,6 +714,7 @@ static Suite *api_suite(void)
     tcase_add_test(tc, decode_lse_over_seq_lens);
     tcase_add_test(tc, decode_overlaps);
     tcase_add_test(tc, append_overlaps);
+    tcase_add_test(tc, messages);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -56,8 +56,9 @@ struct CUstream_st;
  * Conventions:
  *  - Every function that can fail returns ::mla_status_t.  On failure it
  *    writes nothing to any caller buffer and leaves a message for the
- *    calling thread, readable with mla_context_last_error() or
- *    mla_config_last_error() (see Threads below).  Messages start with
+ *    calling thread, readable with mla_last_error(), and with
+ *    mla_context_last_error() or mla_config_last_error() when the call
+ *    concerned a context or config (see Threads below).  Messages start with
  *    the function's name, then name the argument or parameter at fault,
  *    e.g. "mla_config_set_int: MLA_PARAM_PAGE_SIZE = 48: want a power of
  *    two in [1, 1024]"; their wording is not part of the interface.
@@ -90,9 +91,10 @@ struct CUstream_st;
  *  - Error messages are per thread.  Each function that returns
  *    ::mla_status_t first clears the calling thread's message and leaves a
  *    new one only if it fails; calls on other threads never change it.
- *    mla_context_last_error() and mla_config_last_error() return the
- *    calling thread's message when its last such call concerned that
- *    context (a plan made on it included) or config, and "" otherwise.
+ *    mla_last_error() returns it whatever the call concerned;
+ *    mla_context_last_error() and mla_config_last_error() return it when
+ *    the thread's last such call concerned that context (a plan made on it
+ *    included) or config, and "" otherwise.
  *    Read it right after the call that failed, on the same thread.  A
  *    thread's first call allocates its message buffer (a few hundred
  *    bytes of host memory, freed when the thread exits); if that fails,
@@ -112,7 +114,7 @@ struct CUstream_st;
 /** Major version: changes only with an incompatible ABI (new SONAME). */
 #define MLA_VERSION_MAJOR 1
 /** Minor version: new functionality, backward compatible. */
-#define MLA_VERSION_MINOR 0
+#define MLA_VERSION_MINOR 1
 /** Patch version: bug fixes only. */
 #define MLA_VERSION_PATCH 0
 /** The version as one number: major * 10000 + minor * 100 + patch. */
@@ -221,7 +223,9 @@ typedef struct mla_context mla_context_t;
  *         ::MLA_STATUS_NO_KERNEL_IMAGE if no kernel matches the device;
  *         ::MLA_STATUS_NOT_SUPPORTED if built without CUDA kernels;
  *         ::MLA_STATUS_OUT_OF_MEMORY; ::MLA_STATUS_CUDA_ERROR.
- *         Use mla_status_string(); no context exists to hold a message.
+ *         No context exists to hold a message: mla_last_error() gives
+ *         the reason, e.g. the dynamic loader's text when libcuda.so.1
+ *         cannot be loaded, or the driver's error name and description.
  */
 MLA_API mla_status_t mla_context_create(mla_context_t **ctx, int device);
 
@@ -248,6 +252,23 @@ MLA_API void mla_context_destroy(mla_context_t *ctx);
  *         call into libmla.  Never NULL.
  */
 MLA_API const char *mla_context_last_error(const mla_context_t *ctx);
+
+/**
+ * @brief The calling thread's last error message, whatever the call
+ *        concerned.
+ *
+ * The message that the calling thread's last call returning
+ * ::mla_status_t left: "" if that call succeeded.  It covers failures
+ * that have no context or config to read a message from, such as
+ * mla_context_create() (why no context could be made), mla_config_create()
+ * or a call given a NULL or invalid handle.  Like errno, it is per thread:
+ * other threads' calls never change it.
+ *
+ * @return A NUL-terminated string owned by the library, valid until the
+ *         calling thread's next call into libmla.  Never NULL.
+ * @since 1.1 (symbol version MLA_1.1).
+ */
+MLA_API const char *mla_last_error(void);
 
 /** @} */
 

@@ -114,8 +114,11 @@ const char *mla__message(const void *handle)
 void mla__forget(const void *handle)
 {
     struct thread_error *e = state(0);
-    if (e && handle && e->handle == handle) {
-        e->handle = NULL;
-        e->msg[0] = '\0';
-    }
+    if (e && handle && e->handle == handle)
+        e->handle = NULL; /* a new object at the same address is another handle */
+}
+
+const char *mla_last_error(void)
+{
+    return mla__message(NULL);
 }

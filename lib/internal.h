@@ -111,7 +111,7 @@ mla_status_t mla__error(mla_status_t status, const char *fmt, ...)
 /* This thread's message if its last call concerned handle (any handle
  * when NULL), else "". */
 const char *mla__message(const void *handle);
-/* A handle being destroyed: drop this thread's message about it. */
+/* A handle being destroyed: this thread's message no longer concerns it. */
 void mla__forget(const void *handle);
 /* Format a message into buf (MLA_ERRMSG_LEN, may be NULL); return status. */
 mla_status_t mla__fail(char *buf, mla_status_t status, const char *fmt, ...)

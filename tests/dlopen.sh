@@ -48,5 +48,8 @@ for v in (48, 3000):
     want = "mla_config_set_int: MLA_PARAM_PAGE_SIZE = %d: want a power of two in [1, 1024]" % v
     assert st == 1 and msg == want, (st, msg)
 lib.mla_config_destroy(cfg)
+lib.mla_last_error.restype = ctypes.c_char_p
+assert lib.mla_context_create(None, -1) == 1
+assert lib.mla_last_error().decode() == "mla_context_create: ctx is NULL", lib.mla_last_error()
 print("dlopen: loaded with dlopen, per-thread messages in two threads")
 PY

@@ -77,6 +77,59 @@ START_TEST(context_no_such_device)
     ck_assert_msg(st == MLA_STATUS_NO_DEVICE || st == MLA_STATUS_NOT_SUPPORTED,
                   "device 4096: %s", mla_status_string(st));
     ck_assert_ptr_null(ctx);
+    /* The reason, though no context exists: the loader's or the driver's
+     * text without a driver, the device count with one. */
+    const char *why = mla_last_error();
+    ck_assert_msg(strncmp(why, "mla_context_create: ", 20) == 0 && strlen(why) > 30,
+                  "reason: \"%s\"", why);
+    if (st == MLA_STATUS_NOT_SUPPORTED)
+        ck_assert_ptr_nonnull(strstr(why, "without CUDA"));
+    else
+        ck_assert_msg(strstr(why, "libcuda.so.1") || strstr(why, "cuInit") ||
+                          strstr(why, "device = 4096"),
+                      "reason: \"%s\"", why);
+}
+END_TEST
+
+/* Failures with no handle leave their reason too, per thread. */
+START_TEST(last_error_without_handle)
+{
+    mla_context_t *ctx = NULL;
+    ck_assert_int_eq(mla_context_create(&ctx, -2), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_last_error(), "mla_context_create: device = -2: want a CUDA device "
+                     "ordinal >= 0 or MLA_DEVICE_CPU (-1)");
+    ck_assert_int_eq(mla_context_create(NULL, MLA_DEVICE_CPU), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_last_error(), "mla_context_create: ctx is NULL");
+    ck_assert_int_eq(mla_config_create(NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_last_error(), "mla_config_create: cfg is NULL");
+    ck_assert_int_eq(mla_config_set_int(NULL, MLA_PARAM_NUM_HEADS, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_last_error(), "mla_config_set_int: cfg is NULL");
+    ck_assert_int_eq(mla_decode(NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL, NULL, 0, NULL),
+                     MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_last_error(), "mla_decode: plan is NULL");
+    ck_assert_int_eq(mla_plan_workspace_size(NULL, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_last_error(), "mla_plan_workspace_size: plan is NULL");
+    ck_assert_int_eq(mla_workspace_status(NULL, NULL, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_last_error(), "mla_workspace_status: plan is NULL");
+    ck_assert_int_eq(mla_kv_append(NULL, NULL, NULL, NULL, 0, NULL, NULL, 0, NULL),
+                     MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_last_error(), "mla_kv_append: ctx is NULL");
+    /* A config passed as a context is refused by its magic. */
+    mla_config_t *cfg = NULL;
+    ck_assert_int_eq(mla_config_create(&cfg), MLA_STATUS_SUCCESS);
+    ck_assert_int_eq(mla_kv_append((mla_context_t *)(void *)cfg, cfg, NULL, NULL, 0, NULL, NULL, 0, NULL),
+                     MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(mla_last_error(), "mla_kv_append: ctx is not a context"));
+    ck_assert_str_eq(mla_config_last_error(cfg), "");
+    /* A success clears it; a failure about a config is there too. */
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_NUM_HEADS, 8), MLA_STATUS_SUCCESS);
+    ck_assert_str_eq(mla_last_error(), "");
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_NUM_HEADS, 129), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_last_error(), mla_config_last_error(cfg));
+    char kept[256];
+    snprintf(kept, sizeof kept, "%s", mla_last_error());
+    mla_config_destroy(cfg);
+    ck_assert_str_eq(mla_last_error(), kept);
 }
 END_TEST
 
@@ -703,6 +756,7 @@ static Suite *api_suite(void)
     tcase_add_test(tc, status_strings);
     tcase_add_test(tc, context_args);
     tcase_add_test(tc, context_no_such_device);
+    tcase_add_test(tc, last_error_without_handle);
     tcase_add_test(tc, config_defaults);
     tcase_add_loop_test(tc, config_set_int_cases, 0, (int)(sizeof(int_cases) / sizeof(int_cases[0])));
     tcase_add_test(tc, config_floats);

@@ -1627,12 +1627,12 @@ int main(void)
     mla_status_t st = mla_context_create(&g_gpu, 0);
     if (st == MLA_STATUS_NO_DEVICE || st == MLA_STATUS_NOT_SUPPORTED ||
         st == MLA_STATUS_NO_KERNEL_IMAGE) {
-        printf("SKIP: no usable GPU: mla_context_create(0) -> %s (build: %s)\n",
-               mla_status_string(st), mla_build_info());
+        printf("SKIP: no usable GPU: mla_context_create(0) -> %s: %s (build: %s)\n",
+               mla_status_string(st), mla_last_error(), mla_build_info());
         return 77;
     }
     if (st != MLA_STATUS_SUCCESS) {
-        printf("mla_context_create(0) -> %s\n", mla_status_string(st));
+        printf("mla_context_create(0) -> %s: %s\n", mla_status_string(st), mla_last_error());
         return 1;
     }
     char why[256] = "";

@@ -333,12 +333,16 @@ typedef enum mla_param {
     /** Read-only: fp32 block scales per cache row in the separate scale
      *  array (0 when there is none). */
     MLA_PARAM_SCALES_PER_ROW = 13,
-    /** Softmax scale (float); 0 = automatic, 1/sqrt(head_dim_qk).
-     *  Reading it returns the effective value.  Default 0. */
+    /** Softmax scale (float): 0 = automatic, 1/sqrt(head_dim_qk), or a
+     *  value in [1e-30, 1e30].  Reading it returns the effective value.
+     *  mla_plan_create() also requires the product of the effective
+     *  softmax scale and the KV scale to lie in [1e-30, 1e30], so that
+     *  it is a normal fp32 number on every backend.  Default 0. */
     MLA_PARAM_SOFTMAX_SCALE = 100,
-    /** Per-tensor KV dequantization scale (float, finite, > 0) for
-     *  ::MLA_KV_FP8_E4M3; must be 1 for ::MLA_KV_BF16 and
-     *  ::MLA_KV_FP8_DS_MLA.  Default 1. */
+    /** Per-tensor KV dequantization scale (float) for
+     *  ::MLA_KV_FP8_E4M3, in [1e-30, 1e30] and applied as its nearest
+     *  fp32 value; must be 1 for ::MLA_KV_BF16 and ::MLA_KV_FP8_DS_MLA.
+     *  Default 1. */
     MLA_PARAM_KV_SCALE = 101
 } mla_param_t;
 
@@ -396,8 +400,10 @@ MLA_API mla_status_t mla_config_get_int(const mla_config_t *cfg, mla_param_t par
  *        ::MLA_PARAM_KV_SCALE).
  * @param cfg   Config.
  * @param param A floating-point ::mla_param_t.
- * @param value New value: finite; softmax scale >= 0, KV scale > 0.
- * @return ::MLA_STATUS_SUCCESS or ::MLA_STATUS_INVALID_ARGUMENT.
+ * @param value New value: softmax scale 0 or in [1e-30, 1e30], KV scale
+ *              in [1e-30, 1e30] (NaN and infinities are refused).
+ * @return ::MLA_STATUS_SUCCESS or ::MLA_STATUS_INVALID_ARGUMENT (the config
+ *         is then unchanged).
  */
 MLA_API mla_status_t mla_config_set_float(mla_config_t *cfg, mla_param_t param, double value);
 
@@ -448,7 +454,9 @@ typedef struct mla_plan mla_plan_t;
  * @param cfg         Config.
  * @param batch       Requests per decode call, 1..65535.
  * @param max_seq_len Largest cache length of any request, 1..2^24.
- * @return ::MLA_STATUS_SUCCESS; ::MLA_STATUS_INVALID_ARGUMENT;
+ * @return ::MLA_STATUS_SUCCESS; ::MLA_STATUS_INVALID_ARGUMENT (also when
+ *         the effective softmax scale times the KV scale is outside
+ *         [1e-30, 1e30]);
  *         ::MLA_STATUS_NOT_SUPPORTED for a combination the backend lacks
  *         (h_kv not dividing h_q, a scale block size with a format that
  *         has none, a tuning override the device cannot run);
@@ -602,14 +610,20 @@ MLA_API mla_status_t mla_workspace_status(const mla_plan_t *plan, const void *wo
  * @p slots ([n] int64); the call fails with ::MLA_STATUS_INVALID_ARGUMENT
  * otherwise.
  *
- * Quantization (FP8 formats): for each group of channels sharing a block
- * scale (the whole row without block scales; 128 nope channels for
- * ::MLA_KV_FP8_DS_MLA), the block scale is the smallest power of two s
- * with amax / (kv_scale * s) <= 448 (1 when amax is 0), and each value is
- * stored as e4m3(x / (kv_scale * s)), rounded to nearest even and
- * saturated to +-448 (NaN stays NaN).  Without block scales s is 1.
- * DS_MLA RoPE values are copied as bf16.  The GPU and CPU backends
- * produce identical bytes.
+ * Quantization (FP8 formats), with kv_scale as its fp32 value: for each
+ * group of channels sharing a block scale (each block of
+ * MLA_PARAM_SCALE_BLOCK_SIZE channels; 128 nope channels for
+ * ::MLA_KV_FP8_DS_MLA), amax is the largest magnitude among the group's
+ * finite values (NaN and +-Inf do not count), and the block scale s is
+ * the smallest power of two that fp32 represents, 2^-149 (subnormal) to
+ * 2^127, with amax <= 448 * kv_scale * s, computed exactly; 2^127 if none
+ * is large enough; 1 when amax is 0 (a group of zeros, NaN and Inf).
+ * Without block scales s is 1.  Each value is stored as
+ * e4m3(x / (kv_scale * s)), the exact quotient rounded once to nearest
+ * even and saturated to +-448, +-Inf included; NaN is stored as NaN
+ * (0x7f).  DS_MLA RoPE values are copied as bf16.  The GPU and CPU
+ * backends produce identical bytes, whatever the host's floating-point
+ * mode (flush-to-zero, denormals-are-zero).
  *
  * @param ctx             Context whose backend owns the buffers.
  * @param cfg             Config giving format, page size, h_kv and scales.

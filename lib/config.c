@@ -66,6 +66,21 @@ static const char *format_name(int32_t fmt)
                                      : "MLA_KV_FP8_DS_MLA";
 }
 
+mla_status_t mla__scores_validate(const struct mla_shape *s)
+{
+    /* Both backends scale scores by softmax_scale * kv_scale (the GPU
+     * kernels as one fp32 factor, times log2(e)): the product must be a
+     * normal, finite fp32 value for them to agree. */
+    const double kv = s->kv_format == MLA_KV_FP8_E4M3 ? s->kv_scale : 1.0;
+    const double p = mla__softmax_scale(s) * kv;
+    if (!(p >= MLA_SCALE_MIN && p <= MLA_SCALE_MAX))
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                          "MLA_PARAM_SOFTMAX_SCALE * MLA_PARAM_KV_SCALE = %g * %g = %g: want a "
+                          "product in [%g, %g]",
+                          mla__softmax_scale(s), kv, p, MLA_SCALE_MIN, MLA_SCALE_MAX);
+    return MLA_STATUS_SUCCESS;
+}
+
 mla_status_t mla__shape_validate(const struct mla_shape *s)
 {
     if (s->num_heads % s->num_kv_heads != 0)
@@ -279,15 +294,17 @@ mla_status_t mla_config_set_float(mla_config_t *cfg, mla_param_t param, double v
     const char *name = mla__param_name(param);
     switch (param) {
     case MLA_PARAM_SOFTMAX_SCALE:
-        if (!isfinite(value) || value < 0 || value > 1e30)
+        /* !(a <= v) also refuses NaN. */
+        if (value != 0 && !(value >= MLA_SCALE_MIN && value <= MLA_SCALE_MAX))
             return mla__error(MLA_STATUS_INVALID_ARGUMENT,
-                              "%s = %g: want a finite value >= 0 (0 = auto)", name, value);
+                              "%s = %g: want 0 (automatic) or a value in [%g, %g]", name, value,
+                              MLA_SCALE_MIN, MLA_SCALE_MAX);
         cfg->s.softmax_scale = value;
         return MLA_STATUS_SUCCESS;
     case MLA_PARAM_KV_SCALE:
-        if (!isfinite(value) || value <= 0 || value > 1e30 || value < 1e-30)
-            return mla__error(MLA_STATUS_INVALID_ARGUMENT, "%s = %g: want a finite value > 0",
-                              name, value);
+        if (!(value >= MLA_SCALE_MIN && value <= MLA_SCALE_MAX))
+            return mla__error(MLA_STATUS_INVALID_ARGUMENT, "%s = %g: want a value in [%g, %g]",
+                              name, value, MLA_SCALE_MIN, MLA_SCALE_MAX);
         cfg->s.kv_scale = value;
         return MLA_STATUS_SUCCESS;
     default:

@@ -140,6 +140,13 @@ int mla__plan_arg(const mla_plan_t *plan);
 void mla__shape_defaults(struct mla_shape *s);
 /* Checks combinations; leaves a message on failure. */
 mla_status_t mla__shape_validate(const struct mla_shape *s);
+/* Bounds of MLA_PARAM_SOFTMAX_SCALE (when not 0), MLA_PARAM_KV_SCALE and
+ * of their product, which the GPU kernels apply as one fp32 factor. */
+#define MLA_SCALE_MIN 1e-30
+#define MLA_SCALE_MAX 1e30
+/* The product of the effective softmax scale and the KV scale is within
+ * those bounds (decode only); leaves a message on failure. */
+mla_status_t mla__scores_validate(const struct mla_shape *s);
 /* MLA_PARAM_NUM_HEADS etc.; "param" for a value that names none. */
 const char *mla__param_name(mla_param_t param);
 int32_t mla__row_bytes(const struct mla_shape *s);

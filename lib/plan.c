@@ -65,6 +65,8 @@ mla_status_t mla_plan_create(mla_plan_t **plan, mla_context_t *ctx, const mla_co
                           "max_seq_len = %d: want a value in [1, %d]", max_seq_len,
                           MLA_MAX_SEQ_LEN);
     mla_status_t st = mla__shape_validate(&cfg->s);
+    if (st == MLA_STATUS_SUCCESS)
+        st = mla__scores_validate(&cfg->s);
     if (st != MLA_STATUS_SUCCESS)
         return st;
 

@@ -269,6 +269,58 @@ START_TEST(config_floats)
 }
 END_TEST
 
+/* The bounds of the scales are the ones documented, and the message says
+ * which condition failed. */
+START_TEST(config_scale_bounds)
+{
+    mla_config_t *cfg = new_config();
+    mla_context_t *ctx = NULL;
+    mla_plan_t *plan = NULL;
+    double d;
+    ck_assert_int_eq(mla_context_create(&ctx, MLA_DEVICE_CPU), 0);
+    static const struct { mla_param_t p; double v; mla_status_t want; } k[] = {
+        {MLA_PARAM_SOFTMAX_SCALE, 1e30, MLA_STATUS_SUCCESS},
+        {MLA_PARAM_SOFTMAX_SCALE, 1e-30, MLA_STATUS_SUCCESS},
+        {MLA_PARAM_SOFTMAX_SCALE, 0.0, MLA_STATUS_SUCCESS},
+        {MLA_PARAM_SOFTMAX_SCALE, 1e31, MLA_STATUS_INVALID_ARGUMENT},
+        {MLA_PARAM_SOFTMAX_SCALE, 1e-31, MLA_STATUS_INVALID_ARGUMENT},
+        {MLA_PARAM_SOFTMAX_SCALE, 1e-300, MLA_STATUS_INVALID_ARGUMENT},
+        {MLA_PARAM_SOFTMAX_SCALE, -1e-30, MLA_STATUS_INVALID_ARGUMENT},
+        {MLA_PARAM_KV_SCALE, 1e30, MLA_STATUS_SUCCESS},
+        {MLA_PARAM_KV_SCALE, 1e-30, MLA_STATUS_SUCCESS},
+        {MLA_PARAM_KV_SCALE, 1e31, MLA_STATUS_INVALID_ARGUMENT},
+        {MLA_PARAM_KV_SCALE, 1e-31, MLA_STATUS_INVALID_ARGUMENT},
+        {MLA_PARAM_KV_SCALE, NAN, MLA_STATUS_INVALID_ARGUMENT},
+        {MLA_PARAM_KV_SCALE, -INFINITY, MLA_STATUS_INVALID_ARGUMENT},
+    };
+    for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+        mla_status_t st = mla_config_set_float(cfg, k[i].p, k[i].v);
+        ck_assert_msg(st == k[i].want, "param %d = %g: %s", (int)k[i].p, k[i].v,
+                      mla_status_string(st));
+        if (st != MLA_STATUS_SUCCESS)
+            ck_assert_msg(strstr(mla_config_last_error(cfg), "[1e-30, 1e+30]"),
+                          "param %d = %g: \"%s\"", (int)k[i].p, k[i].v,
+                          mla_config_last_error(cfg));
+    }
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_set_float: MLA_PARAM_KV_SCALE = -inf: "
+                     "want a value in [1e-30, 1e+30]");
+    /* Each in range, the product not: refused at plan creation. */
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_KV_FORMAT, MLA_KV_FP8_E4M3), 0);
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_KV_SCALE, 1e30), 0);
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_SOFTMAX_SCALE, 1e10), 0);
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 1, 16), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(mla_context_last_error(ctx), "MLA_PARAM_SOFTMAX_SCALE * MLA_PARAM_KV_SCALE"));
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_SOFTMAX_SCALE, 0), 0); /* 1/24 */
+    ck_assert_int_eq(mla_config_get_float(cfg, MLA_PARAM_SOFTMAX_SCALE, &d), 0);
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 1, 16), MLA_STATUS_SUCCESS);
+    mla_plan_destroy(plan);
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_KV_SCALE, 1e-30), 0);
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 1, 16), MLA_STATUS_INVALID_ARGUMENT);
+    mla_config_destroy(cfg);
+    mla_context_destroy(ctx);
+}
+END_TEST
+
 START_TEST(config_copy_and_nulls)
 {
     mla_config_t *cfg = new_config(), *cp = (mla_config_t *)0x1;
@@ -760,6 +812,7 @@ static Suite *api_suite(void)
     tcase_add_test(tc, config_defaults);
     tcase_add_loop_test(tc, config_set_int_cases, 0, (int)(sizeof(int_cases) / sizeof(int_cases[0])));
     tcase_add_test(tc, config_floats);
+    tcase_add_test(tc, config_scale_bounds);
     tcase_add_test(tc, config_copy_and_nulls);
     tcase_add_test(tc, plan_args);
     tcase_add_test(tc, decode_args);

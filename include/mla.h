@@ -49,8 +49,8 @@ struct CUstream_st;
  *
  * A decode step is then: mla_kv_append() to write the new latent rows
  * into the cache, and mla_decode() to compute the attention output.
- * Neither call allocates memory or synchronizes; on a CUDA context both
- * are asynchronous on the caller's stream and may be captured into a
+ * Neither call allocates device memory or synchronizes; on a CUDA context
+ * both are asynchronous on the caller's stream and may be captured into a
  * CUDA graph.
  *
  * Conventions:
@@ -102,9 +102,9 @@ struct CUstream_st;
  *  - On a CUDA context every call makes the device's primary context
  *    current on the calling thread for its duration, then restores the
  *    thread's previous current context.
- *  - The CPU backend runs each mla_decode() on the calling thread and
- *    MLA_CPU_THREADS - 1 worker threads that it starts and joins within
- *    the call.
+ *  - The CPU backend runs each mla_decode() on the calling thread and up
+ *    to MLA_CPU_THREADS - 1 worker threads that it starts and joins
+ *    within the call.
  */
 
 /* ------------------------------------------------------------------ */

@@ -361,7 +361,7 @@ mla_status_t mla__gpu_context_init(mla_context_t *ctx, int device)
                    "max shared memory per multiprocessor")))
         goto fail;
     if (!archs_cover(mla__gpu_archs(), g->cc_major, g->cc_minor)) {
-        st = no_image(ctx, "mla_context_create");
+        st = no_image(ctx, "embedded targets");
         goto fail;
     }
 

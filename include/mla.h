@@ -49,15 +49,26 @@ struct CUstream_st;
  *
  * A decode step is then: mla_kv_append() to write the new latent rows
  * into the cache, and mla_decode() to compute the attention output.
- * Neither call allocates memory or synchronizes; on a CUDA context both
- * are asynchronous on the caller's stream and may be captured into a
+ * Neither call allocates device memory or synchronizes; on a CUDA context
+ * both are asynchronous on the caller's stream and may be captured into a
  * CUDA graph.
  *
  * Conventions:
  *  - Every function that can fail returns ::mla_status_t.  On failure it
- *    writes nothing to any caller buffer and leaves a message readable
- *    with mla_context_last_error() or mla_config_last_error().
+ *    writes nothing to any caller buffer and leaves a message for the
+ *    calling thread, readable with mla_last_error(), and with
+ *    mla_context_last_error() or mla_config_last_error() when the call
+ *    concerned a context or config (see Threads below).  Messages start with
+ *    the function's name, then name the argument or parameter at fault,
+ *    e.g. "mla_config_set_int: MLA_PARAM_PAGE_SIZE = 48: want a power of
+ *    two in [1, 1024]"; their wording is not part of the interface.
  *  - Destroy functions accept NULL.
+ *  - Aliasing: a buffer that a call writes (mla_decode(): out, lse and the
+ *    first mla_plan_workspace_size() bytes of the workspace;
+ *    mla_kv_append(): kv_cache and kv_block_scales) must not overlap any
+ *    other buffer argument of the call, input or output, over the extents
+ *    its shape gives.  Inputs may overlap each other.  A call that breaks
+ *    this rule fails with ::MLA_STATUS_INVALID_ARGUMENT and writes nothing.
  *  - Tensors are dense, row-major, with the shapes given below.  On a
  *    CUDA context every tensor argument is a device pointer (CUdeviceptr
  *    cast to a pointer); on the CPU context every tensor is host memory.
@@ -65,6 +76,35 @@ struct CUstream_st;
  *    CUstream and cudaStream_t), so callers need no CUDA header.  NULL is
  *    the legacy default stream.  The CPU backend ignores the stream and
  *    runs synchronously.
+ *
+ * Threads:
+ *  - Any function may be called from any thread, and calls may run at
+ *    the same time on the same context, plans and configs: several
+ *    threads may decode, append and create plans on one context at once.
+ *    The caller orders only these: a destroy function runs while no other
+ *    call uses the object it destroys (and a context's plans are
+ *    destroyed before it); mla_config_set_int() and mla_config_set_float()
+ *    run while no other call uses that config; a workspace serves one
+ *    mla_decode() in flight at a time; and a buffer that one call writes
+ *    is not read or written by another call running at the same time (on
+ *    a CUDA context: queued on another stream without an ordering).
+ *  - Error messages are per thread.  Each function that returns
+ *    ::mla_status_t first clears the calling thread's message and leaves a
+ *    new one only if it fails; calls on other threads never change it.
+ *    mla_last_error() returns it whatever the call concerned;
+ *    mla_context_last_error() and mla_config_last_error() return it when
+ *    the thread's last such call concerned that context (a plan made on it
+ *    included) or config, and "" otherwise.
+ *    Read it right after the call that failed, on the same thread.  A
+ *    thread's first call allocates its message buffer (a few hundred
+ *    bytes of host memory, freed when the thread exits); if that fails,
+ *    calls still work but leave no message.
+ *  - On a CUDA context every call makes the device's primary context
+ *    current on the calling thread for its duration, then restores the
+ *    thread's previous current context.
+ *  - The CPU backend runs each mla_decode() on the calling thread and up
+ *    to MLA_CPU_THREADS - 1 worker threads that it starts and joins
+ *    within the call.
  */
 
 /* ------------------------------------------------------------------ */
@@ -183,7 +223,9 @@ typedef struct mla_context mla_context_t;
  *         ::MLA_STATUS_NO_KERNEL_IMAGE if no kernel matches the device;
  *         ::MLA_STATUS_NOT_SUPPORTED if built without CUDA kernels;
  *         ::MLA_STATUS_OUT_OF_MEMORY; ::MLA_STATUS_CUDA_ERROR.
- *         Use mla_status_string(); no context exists to hold a message.
+ *         No context exists to hold a message: mla_last_error() gives
+ *         the reason, e.g. the dynamic loader's text when libcuda.so.1
+ *         cannot be loaded, or the driver's error name and description.
  */
 MLA_API mla_status_t mla_context_create(mla_context_t **ctx, int device);
 
@@ -194,13 +236,39 @@ MLA_API mla_status_t mla_context_create(mla_context_t **ctx, int device);
 MLA_API void mla_context_destroy(mla_context_t *ctx);
 
 /**
- * @brief Text of the last error reported on this context, or by a plan,
- *        decode or append call that used it.
+ * @brief The calling thread's message about a context.
+ *
+ * Each function that returns ::mla_status_t clears the calling thread's
+ * message and leaves a new one if it fails.  This returns that message
+ * when the thread's last such call concerned @p ctx: mla_plan_create() or
+ * mla_kv_append() on it, or mla_plan_workspace_size(), mla_decode() or
+ * mla_workspace_status() with a plan made on it.  Other threads' calls on
+ * the same context never change it.
+ *
  * @param ctx Context, or NULL.
- * @return A NUL-terminated string owned by the context, "" after a
- *         success; valid until the next call on the context.  Never NULL.
+ * @return A NUL-terminated string owned by the library: the message, or
+ *         "" after a success, for a call about another handle, or for a
+ *         NULL or invalid @p ctx.  Valid until the calling thread's next
+ *         call into libmla.  Never NULL.
  */
 MLA_API const char *mla_context_last_error(const mla_context_t *ctx);
+
+/**
+ * @brief The calling thread's last error message, whatever the call
+ *        concerned.
+ *
+ * The message that the calling thread's last call returning
+ * ::mla_status_t left: "" if that call succeeded.  It covers failures
+ * that have no context or config to read a message from, such as
+ * mla_context_create() (why no context could be made), mla_config_create()
+ * or a call given a NULL or invalid handle.  Like errno, it is per thread:
+ * other threads' calls never change it.
+ *
+ * @return A NUL-terminated string owned by the library, valid until the
+ *         calling thread's next call into libmla.  Never NULL.
+ * @since 1.1 (symbol version MLA_1.1).
+ */
+MLA_API const char *mla_last_error(void);
 
 /** @} */
 
@@ -265,12 +333,16 @@ typedef enum mla_param {
     /** Read-only: fp32 block scales per cache row in the separate scale
      *  array (0 when there is none). */
     MLA_PARAM_SCALES_PER_ROW = 13,
-    /** Softmax scale (float); 0 = automatic, 1/sqrt(head_dim_qk).
-     *  Reading it returns the effective value.  Default 0. */
+    /** Softmax scale (float): 0 = automatic, 1/sqrt(head_dim_qk), or a
+     *  value in [1e-30, 1e30].  Reading it returns the effective value.
+     *  mla_plan_create() also requires the product of the effective
+     *  softmax scale and the KV scale to lie in [1e-30, 1e30], so that
+     *  it is a normal fp32 number on every backend.  Default 0. */
     MLA_PARAM_SOFTMAX_SCALE = 100,
-    /** Per-tensor KV dequantization scale (float, finite, > 0) for
-     *  ::MLA_KV_FP8_E4M3; must be 1 for ::MLA_KV_BF16 and
-     *  ::MLA_KV_FP8_DS_MLA.  Default 1. */
+    /** Per-tensor KV dequantization scale (float) for
+     *  ::MLA_KV_FP8_E4M3, in [1e-30, 1e30] and applied as its nearest
+     *  fp32 value; must be 1 for ::MLA_KV_BF16 and ::MLA_KV_FP8_DS_MLA.
+     *  Default 1. */
     MLA_PARAM_KV_SCALE = 101
 } mla_param_t;
 
@@ -328,8 +400,10 @@ MLA_API mla_status_t mla_config_get_int(const mla_config_t *cfg, mla_param_t par
  *        ::MLA_PARAM_KV_SCALE).
  * @param cfg   Config.
  * @param param A floating-point ::mla_param_t.
- * @param value New value: finite; softmax scale >= 0, KV scale > 0.
- * @return ::MLA_STATUS_SUCCESS or ::MLA_STATUS_INVALID_ARGUMENT.
+ * @param value New value: softmax scale 0 or in [1e-30, 1e30], KV scale
+ *              in [1e-30, 1e30] (NaN and infinities are refused).
+ * @return ::MLA_STATUS_SUCCESS or ::MLA_STATUS_INVALID_ARGUMENT (the config
+ *         is then unchanged).
  */
 MLA_API mla_status_t mla_config_set_float(mla_config_t *cfg, mla_param_t param, double value);
 
@@ -343,10 +417,17 @@ MLA_API mla_status_t mla_config_set_float(mla_config_t *cfg, mla_param_t param, 
 MLA_API mla_status_t mla_config_get_float(const mla_config_t *cfg, mla_param_t param, double *value);
 
 /**
- * @brief Text of the last error reported on this config.
+ * @brief The calling thread's message about a config.
+ *
+ * As mla_context_last_error(), for the config calls: mla_config_copy()
+ * (about @p src), mla_config_set_int(), mla_config_get_int(),
+ * mla_config_set_float() and mla_config_get_float().
+ *
  * @param cfg Config, or NULL.
- * @return NUL-terminated string owned by the config ("" after success).
- *         Never NULL.
+ * @return A NUL-terminated string owned by the library: the message, or
+ *         "" after a success, for a call about another handle, or for a
+ *         NULL or invalid @p cfg.  Valid until the calling thread's next
+ *         call into libmla.  Never NULL.
  */
 MLA_API const char *mla_config_last_error(const mla_config_t *cfg);
 
@@ -373,7 +454,9 @@ typedef struct mla_plan mla_plan_t;
  * @param cfg         Config.
  * @param batch       Requests per decode call, 1..65535.
  * @param max_seq_len Largest cache length of any request, 1..2^24.
- * @return ::MLA_STATUS_SUCCESS; ::MLA_STATUS_INVALID_ARGUMENT;
+ * @return ::MLA_STATUS_SUCCESS; ::MLA_STATUS_INVALID_ARGUMENT (also when
+ *         the effective softmax scale times the KV scale is outside
+ *         [1e-30, 1e30]);
  *         ::MLA_STATUS_NOT_SUPPORTED for a combination the backend lacks
  *         (h_kv not dividing h_q, a scale block size with a format that
  *         has none, a tuning override the device cannot run);
@@ -437,12 +520,33 @@ MLA_API mla_status_t mla_plan_workspace_size(const mla_plan_t *plan, size_t *byt
  * LSE +inf.  Cache rows at or past a request's length, page tails
  * included, are never read into the result, whatever they hold.
  *
+ * Non-finite values: NaN and +-Inf inside a request's length (in q, in a
+ * cache row a query row sees, nope or RoPE, or in its block scales) reach
+ * that row's output and LSE as the fp64 evaluation
+ *   out = sum_t w_t v_t / sum_t w_t,  w_t = exp(s_t - M),
+ *   lse = M + log(sum_t w_t),  M = the largest non-NaN score s_t,
+ * over the keys the row sees, would have them: a NaN score, or an infinite
+ * M (a +Inf score, or every score -Inf), makes the whole row NaN, output
+ * and LSE; a -Inf score gives its key weight 0, and 0 * Inf or NaN in that
+ * key's V row makes that output element NaN.  A row that meets NaN or Inf
+ * never passes for one without keys: output 0 and LSE +inf mean only that
+ * the mask left it no key.  Keys a causal row does not see, and rows past
+ * the length, never affect it.
+ *
+ * Aliasing: out, lse and the workspace's first mla_plan_workspace_size()
+ * bytes are written and must not overlap each other or q, kv_cache,
+ * kv_block_scales, block_table ([b, max_pages_per_seq] int32) or seq_lens;
+ * the call fails with ::MLA_STATUS_INVALID_ARGUMENT otherwise.
+ *
  * Validation: host-side arguments are checked before anything is queued.
  * Device-resident values (lengths, block-table entries) are checked on the
  * device before any output is written; if one is out of bounds the call
  * writes no output at all and records ::MLA_STATUS_OUT_OF_BOUNDS in the
  * workspace, readable with mla_workspace_status().  The CPU backend
- * checks them on the host and returns the status directly.
+ * checks them on the host and returns the status directly; it reads each
+ * length and each block-table entry it uses once, and computes from that
+ * checked copy, so a value changed during the call cannot take it out of
+ * bounds.
  *
  * The keys of the step are split into pieces of equal cost whatever the
  * mix of lengths, so that every multiprocessor gets an equal share; the
@@ -470,7 +574,8 @@ MLA_API mla_status_t mla_plan_workspace_size(const mla_plan_t *plan, size_t *byt
  * @param workspace_size    Its size in bytes.
  * @param stream            CUDA stream, or NULL; ignored on the CPU.
  * @return ::MLA_STATUS_SUCCESS once queued (CPU: once done);
- *         ::MLA_STATUS_INVALID_ARGUMENT; ::MLA_STATUS_MISALIGNED;
+ *         ::MLA_STATUS_INVALID_ARGUMENT (also for overlapping buffers);
+ *         ::MLA_STATUS_MISALIGNED;
  *         ::MLA_STATUS_SIZE_MISMATCH (workspace too small);
  *         ::MLA_STATUS_OUT_OF_BOUNDS (CPU backend);
  *         ::MLA_STATUS_OUT_OF_MEMORY (CPU backend, whose worker threads
@@ -608,16 +713,25 @@ MLA_API mla_status_t mla_workspace_status(const mla_plan_t *plan, const void *wo
  * Row i of @p latent (bf16 [n, h_kv, 576], 16-byte aligned) goes to cache
  * slot @p slots[i] (int64; slot = page * page_size + offset).  A negative
  * slot marks padding and is skipped.  Two rows naming the same slot leave
- * that slot undefined.
+ * that slot undefined.  The cache and the block scales (over num_pages
+ * pages) are written and must not overlap each other, @p latent or
+ * @p slots ([n] int64); the call fails with ::MLA_STATUS_INVALID_ARGUMENT
+ * otherwise.
  *
- * Quantization (FP8 formats): for each group of channels sharing a block
- * scale (the whole row without block scales; 128 nope channels for
- * ::MLA_KV_FP8_DS_MLA), the block scale is the smallest power of two s
- * with amax / (kv_scale * s) <= 448 (1 when amax is 0), and each value is
- * stored as e4m3(x / (kv_scale * s)), rounded to nearest even and
- * saturated to +-448 (NaN stays NaN).  Without block scales s is 1.
- * DS_MLA RoPE values are copied as bf16.  The GPU and CPU backends
- * produce identical bytes.
+ * Quantization (FP8 formats), with kv_scale as its fp32 value: for each
+ * group of channels sharing a block scale (each block of
+ * MLA_PARAM_SCALE_BLOCK_SIZE channels; 128 nope channels for
+ * ::MLA_KV_FP8_DS_MLA), amax is the largest magnitude among the group's
+ * finite values (NaN and +-Inf do not count), and the block scale s is
+ * the smallest power of two that fp32 represents, 2^-149 (subnormal) to
+ * 2^127, with amax <= 448 * kv_scale * s, computed exactly; 2^127 if none
+ * is large enough; 1 when amax is 0 (a group of zeros, NaN and Inf).
+ * Without block scales s is 1.  Each value is stored as
+ * e4m3(x / (kv_scale * s)), the exact quotient rounded once to nearest
+ * even and saturated to +-448, +-Inf included; NaN is stored as NaN
+ * (0x7f).  DS_MLA RoPE values are copied as bf16.  The GPU and CPU
+ * backends produce identical bytes, whatever the host's floating-point
+ * mode (flush-to-zero, denormals-are-zero).
  *
  * @param ctx             Context whose backend owns the buffers.
  * @param cfg             Config giving format, page size, h_kv and scales.

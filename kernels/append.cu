@@ -56,9 +56,11 @@ extern "C" __global__ void __launch_bounds__(APPEND_THREADS)
             const int c = t + APPEND_THREADS * j;
             if (ds && c >= MLA_D_NOPE)
                 continue;
-            const float a = mla_amax_accum(0.0f, v[j]); /* |x|, 0 for NaN */
-            if (a > 0.0f)
-                atomicMax(&amax_bits[c / g], mla_f32_bits(a));
+            /* |x| as bits, 0 for NaN and Inf (compared as integers, so
+             * subnormals count whatever the flush-to-zero mode). */
+            const uint32_t a = mla_f32_bits(mla_amax_accum(0.0f, v[j]));
+            if (a != 0u)
+                atomicMax(&amax_bits[c / g], a);
         }
         __syncthreads();
     }

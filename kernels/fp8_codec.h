@@ -133,52 +133,139 @@ MLA_HD uint8_t mla_float_to_e4m3(float f)
 /* ---- quantization rule of mla_kv_append() ---- */
 
 /*
- * Block scale: s = 2^ceil(log2(t)) for t = amax / (448 * kv_scale) in
- * fp32, i.e. the smallest power of two with t <= s.  s = 1 when t is not
- * a positive finite number (amax == 0, NaN, inf).  The exponent is
- * clamped to the normal fp32 range [2^-126, 2^127].
+ * The rule is computed with integers on the bit patterns, so that it is
+ * exact (no intermediate rounding, subnormal scales included) and gives
+ * the same bytes on the device and on a host whatever its floating-point
+ * mode (a process with flush-to-zero / denormals-are-zero set included).
  */
-MLA_HD float mla_block_scale_pow2(float amax, float kv_scale)
+
+/* Bits needed for v > 0. */
+MLA_HD int mla_bitlen64(uint64_t v)
 {
 #ifdef __CUDA_ARCH__
-    float t = __fdiv_rn(amax, __fmul_rn(MLA_E4M3_MAX, kv_scale));
+    return 64 - __clzll((long long)v);
 #else
-    float t = amax / (MLA_E4M3_MAX * kv_scale);
+    return 64 - __builtin_clzll(v);
 #endif
-    uint32_t u = mla_f32_bits(t);
-    if ((u & 0x80000000u) || u == 0 || u >= 0x7f800000u)
-        return 1.0f;
-    int32_t bexp = (int32_t)(u >> 23); /* biased; 0 for subnormal t */
-    if (bexp == 0)
-        return mla_f32_from_bits(1u << 23); /* 2^-126, the clamp */
-    if (u & 0x7fffffu)
-        bexp += 1; /* not a power of two: round up to the next one */
-    if (bexp > 254)
-        bexp = 254; /* 2^127 */
-    return mla_f32_from_bits((uint32_t)bexp << 23);
 }
 
-/* Largest |x| seen so far; NaN inputs are ignored.  Exact. */
-MLA_HD float mla_amax_accum(float amax, float x)
+/* A positive finite float's magnitude bits a as m * 2^e, m < 2^24. */
+MLA_HD void mla_f32_split(uint32_t a, uint32_t *m, int32_t *e)
 {
-    float ax = mla_f32_from_bits(mla_f32_bits(x) & 0x7fffffffu);
-    return ax > amax ? ax : amax; /* false for NaN */
+    uint32_t be = a >> 23;
+    *m = be ? (a & 0x7fffffu) | 0x800000u : a;
+    *e = be ? (int32_t)be - 150 : -149;
+}
+
+/* 2^k as a float, k in [-149, 127] (subnormal below -126). */
+MLA_HD float mla_f32_pow2(int32_t k)
+{
+    return mla_f32_from_bits(k >= -126 ? (uint32_t)(k + 127) << 23 : 1u << (k + 149));
+}
+
+MLA_HD int mla_f32_positive_finite(uint32_t u)
+{
+    return u != 0 && u < 0x7f800000u; /* sign clear, not zero, inf or NaN */
 }
 
 /*
- * One quantized value: e4m3(x / (kv_scale * s)), the product and the
- * quotient each one correctly rounded fp32 operation (explicit intrinsics
- * on the device so that fast-math options cannot change the bytes).
- * s = 1 without block scales.
+ * Block scale: the smallest power of two s that fp32 represents (2^-149
+ * to 2^127) with amax <= 448 * kv_scale * s, exactly; 2^127 when none is
+ * large enough.  s = 1 when amax is not a positive finite number (a block
+ * of zeros, or of NaN and Inf only, which mla_amax_accum() skips).
+ */
+MLA_HD float mla_block_scale_pow2(float amax, float kv_scale)
+{
+    const uint32_t ua = mla_f32_bits(amax), uk = mla_f32_bits(kv_scale);
+    uint32_t a, k;
+    int32_t ea, ek;
+    if (!mla_f32_positive_finite(ua) || !mla_f32_positive_finite(uk))
+        return 1.0f;
+    mla_f32_split(ua, &a, &ea);
+    mla_f32_split(uk, &k, &ek);
+    /* amax = a 2^ea, 448 kv = b 2^eb with b = 7 k: the ratio lies in
+     * (2^(j-1), 2^(j+1)) for j below, so s is 2^j or 2^(j+1). */
+    const uint64_t b = 7u * (uint64_t)k;
+    const int32_t eb = ek + 6;
+    const int32_t la = mla_bitlen64(a), lb = mla_bitlen64(b);
+    int32_t j = la - lb + ea - eb;
+    /* amax <= 448 kv 2^j  <=>  a 2^(lb - la) <= b (shifts below 27). */
+    const int fits = lb >= la ? ((uint64_t)a << (lb - la)) <= b : (uint64_t)a <= (b << (la - lb));
+    if (!fits)
+        j += 1;
+    if (j < -149)
+        j = -149;
+    if (j > 127)
+        j = 127;
+    return mla_f32_pow2(j);
+}
+
+/* Largest |x| so far over finite values (NaN and Inf are skipped),
+ * amax >= 0 finite.  Compared as bits, which order like magnitudes. */
+MLA_HD float mla_amax_accum(float amax, float x)
+{
+    const uint32_t ax = mla_f32_bits(x) & 0x7fffffffu;
+    if (ax >= 0x7f800000u)
+        return amax;
+    return ax > mla_f32_bits(amax) ? mla_f32_from_bits(ax) : amax;
+}
+
+/*
+ * One quantized value: e4m3(x / (kv_scale * s)), the exact quotient
+ * rounded once to nearest even, saturated to +-448 (Inf included), NaN ->
+ * 0x7F, zero keeping its sign.  kv_scale and s positive finite (else the
+ * quotient is taken in fp32).
  */
 MLA_HD uint8_t mla_e4m3_quantize(float x, float kv_scale, float s)
 {
+    const uint32_t ux = mla_f32_bits(x), ax = ux & 0x7fffffffu;
+    const uint32_t uk = mla_f32_bits(kv_scale), us = mla_f32_bits(s);
+    const uint8_t sign = (uint8_t)((ux >> 24) & 0x80u);
+    if (ax > 0x7f800000u)
+        return MLA_E4M3_NAN;
+    if (!mla_f32_positive_finite(uk) || !mla_f32_positive_finite(us)) {
 #ifdef __CUDA_ARCH__
-    return mla_float_to_e4m3(__fdiv_rn(x, __fmul_rn(kv_scale, s)));
+        return mla_float_to_e4m3(__fdiv_rn(x, __fmul_rn(kv_scale, s)));
 #else
-    float d = kv_scale * s;
-    return mla_float_to_e4m3(x / d);
+        return mla_float_to_e4m3(x / (kv_scale * s));
 #endif
+    }
+    if (ax == 0x7f800000u)
+        return (uint8_t)(sign | 0x7eu);
+    if (ax == 0)
+        return sign;
+    uint32_t xm, km, sm;
+    int32_t xe, ke, se;
+    mla_f32_split(ax, &xm, &xe);
+    mla_f32_split(uk, &km, &ke);
+    mla_f32_split(us, &sm, &se);
+    /* |x| / (kv s) = xm / d * 2^(xe - ke - se), d < 2^48.  Scale so that
+     * the integer quotient q has 8 or 9 bits; r keeps what is below it. */
+    uint64_t n = xm, d = (uint64_t)km * sm;
+    const int32_t t = mla_bitlen64(d) - mla_bitlen64(n) + 8;
+    if (t >= 0)
+        n <<= t;
+    else
+        d <<= -t;
+    const uint64_t q = n / d, r = n % d;
+    const int32_t e = xe - ke - se - t;         /* |x| / (kv s) = (q + r/d) 2^e */
+    const int32_t lg = mla_bitlen64(q) - 1 + e; /* floor(log2) of the quotient */
+    if (lg > 8)
+        return (uint8_t)(sign | 0x7eu); /* 512 or more */
+    /* e4m3 steps: 2^(lg-3) in the normal range, 2^-9 below 2^-6. */
+    const int32_t sh = (lg < -6 ? -9 : lg - 3) - e; /* at least 4 */
+    if (sh > 40)
+        return sign; /* far below 2^-10: zero */
+    uint64_t m = q >> sh;
+    const uint64_t rem = q & ((1ull << sh) - 1u), half = 1ull << (sh - 1);
+    if (rem > half || (rem == half && (r != 0 || (m & 1u))))
+        m += 1u;
+    /* Subnormal codes are m itself (8 is 2^-6, the first normal); a
+     * normal m in [8, 16] carries into the exponent at 16. */
+    uint32_t code = lg < -6 ? (uint32_t)m : ((uint32_t)(lg + 7) << 3) + (uint32_t)m - 8u;
+    if (code > 0x7eu)
+        code = 0x7eu; /* past 448; 0x7F would be NaN */
+    return (uint8_t)(sign | code);
 }
 
 #endif /* MLA_FP8_CODEC_H */

@@ -37,35 +37,94 @@ double mla__softmax_scale(const struct mla_shape *s)
     return s->softmax_scale > 0 ? s->softmax_scale : 1.0 / sqrt((double)s->head_dim_qk);
 }
 
-mla_status_t mla__shape_validate(const struct mla_shape *s, char *err)
+const char *mla__param_name(mla_param_t param)
 {
-    if (s->num_heads % s->num_kv_heads != 0)
-        return mla__fail(err, MLA_STATUS_NOT_SUPPORTED,
-                         "num_kv_heads %d does not divide num_heads %d",
-                         s->num_kv_heads, s->num_heads);
-    if (s->scale_block != 0 && s->kv_format != MLA_KV_FP8_E4M3)
-        return mla__fail(err, MLA_STATUS_NOT_SUPPORTED,
-                         "scale_block_size %d needs the FP8_E4M3 format", s->scale_block);
-    if (s->kv_format != MLA_KV_FP8_E4M3 && s->kv_scale != 1.0)
-        return mla__fail(err, MLA_STATUS_NOT_SUPPORTED,
-                         "kv_scale %g needs the FP8_E4M3 format (BF16 and DS_MLA rows "
-                         "are unscaled or carry their own scales)", s->kv_scale);
+    switch (param) {
+    case MLA_PARAM_NUM_HEADS: return "MLA_PARAM_NUM_HEADS";
+    case MLA_PARAM_NUM_KV_HEADS: return "MLA_PARAM_NUM_KV_HEADS";
+    case MLA_PARAM_Q_LEN: return "MLA_PARAM_Q_LEN";
+    case MLA_PARAM_HEAD_DIM_QK: return "MLA_PARAM_HEAD_DIM_QK";
+    case MLA_PARAM_HEAD_DIM_V: return "MLA_PARAM_HEAD_DIM_V";
+    case MLA_PARAM_KV_FORMAT: return "MLA_PARAM_KV_FORMAT";
+    case MLA_PARAM_PAGE_SIZE: return "MLA_PARAM_PAGE_SIZE";
+    case MLA_PARAM_SCALE_BLOCK_SIZE: return "MLA_PARAM_SCALE_BLOCK_SIZE";
+    case MLA_PARAM_CAUSAL: return "MLA_PARAM_CAUSAL";
+    case MLA_PARAM_NUM_KV_STAGES: return "MLA_PARAM_NUM_KV_STAGES";
+    case MLA_PARAM_BLOCK_N: return "MLA_PARAM_BLOCK_N";
+    case MLA_PARAM_KV_ROW_BYTES: return "MLA_PARAM_KV_ROW_BYTES";
+    case MLA_PARAM_SCALES_PER_ROW: return "MLA_PARAM_SCALES_PER_ROW";
+    case MLA_PARAM_SOFTMAX_SCALE: return "MLA_PARAM_SOFTMAX_SCALE";
+    case MLA_PARAM_KV_SCALE: return "MLA_PARAM_KV_SCALE";
+    }
+    return "param";
+}
+
+static const char *format_name(int32_t fmt)
+{
+    return fmt == MLA_KV_BF16        ? "MLA_KV_BF16"
+           : fmt == MLA_KV_FP8_E4M3  ? "MLA_KV_FP8_E4M3"
+                                     : "MLA_KV_FP8_DS_MLA";
+}
+
+mla_status_t mla__scores_validate(const struct mla_shape *s)
+{
+    /* Both backends scale scores by softmax_scale * kv_scale (the GPU
+     * kernels as one fp32 factor, times log2(e)): the product must be a
+     * normal, finite fp32 value for them to agree. */
+    const double kv = s->kv_format == MLA_KV_FP8_E4M3 ? s->kv_scale : 1.0;
+    const double p = mla__softmax_scale(s) * kv;
+    if (!(p >= MLA_SCALE_MIN && p <= MLA_SCALE_MAX))
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                          "MLA_PARAM_SOFTMAX_SCALE * MLA_PARAM_KV_SCALE = %g * %g = %g: want a "
+                          "product in [%g, %g]",
+                          mla__softmax_scale(s), kv, p, MLA_SCALE_MIN, MLA_SCALE_MAX);
     return MLA_STATUS_SUCCESS;
 }
 
-static int valid_config(const mla_config_t *cfg)
+mla_status_t mla__shape_validate(const struct mla_shape *s)
 {
-    return cfg && cfg->magic == MLA_MAGIC_CONFIG;
+    if (s->num_heads % s->num_kv_heads != 0)
+        return mla__error(MLA_STATUS_NOT_SUPPORTED,
+                          "MLA_PARAM_NUM_KV_HEADS = %d does not divide MLA_PARAM_NUM_HEADS = %d",
+                          s->num_kv_heads, s->num_heads);
+    if (s->scale_block != 0 && s->kv_format != MLA_KV_FP8_E4M3)
+        return mla__error(MLA_STATUS_NOT_SUPPORTED,
+                          "MLA_PARAM_SCALE_BLOCK_SIZE = %d needs MLA_KV_FP8_E4M3, not %s",
+                          s->scale_block, format_name(s->kv_format));
+    if (s->kv_format != MLA_KV_FP8_E4M3 && s->kv_scale != 1.0)
+        return mla__error(MLA_STATUS_NOT_SUPPORTED,
+                          "MLA_PARAM_KV_SCALE = %g needs MLA_KV_FP8_E4M3 (%s rows are "
+                          "unscaled or carry their own scales)",
+                          s->kv_scale, format_name(s->kv_format));
+    return MLA_STATUS_SUCCESS;
+}
+
+/* A valid config, bound as the handle of the call's message; else a
+ * message naming the argument. */
+static int config_arg(const mla_config_t *cfg, const char *name)
+{
+    if (!cfg) {
+        mla__error(MLA_STATUS_INVALID_ARGUMENT, "%s is NULL", name);
+        return 0;
+    }
+    if (cfg->magic != MLA_MAGIC_CONFIG) {
+        mla__error(MLA_STATUS_INVALID_ARGUMENT, "%s is not a config (destroyed, or another "
+                   "kind of handle)", name);
+        return 0;
+    }
+    mla__bind(cfg);
+    return 1;
 }
 
 mla_status_t mla_config_create(mla_config_t **cfg)
 {
+    mla__enter("mla_config_create");
     if (!cfg)
-        return MLA_STATUS_INVALID_ARGUMENT;
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT, "cfg is NULL");
     *cfg = NULL;
     mla_config_t *c = calloc(1, sizeof(*c));
     if (!c)
-        return MLA_STATUS_OUT_OF_MEMORY;
+        return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory");
     c->magic = MLA_MAGIC_CONFIG;
     mla__shape_defaults(&c->s);
     *cfg = c;
@@ -74,24 +133,25 @@ mla_status_t mla_config_create(mla_config_t **cfg)
 
 void mla_config_destroy(mla_config_t *cfg)
 {
-    if (!valid_config(cfg))
+    if (!cfg || cfg->magic != MLA_MAGIC_CONFIG)
         return;
+    mla__forget(cfg);
     cfg->magic = MLA_MAGIC_DEAD;
     free(cfg);
 }
 
 mla_status_t mla_config_copy(mla_config_t **dst, const mla_config_t *src)
 {
+    mla__enter("mla_config_copy");
     if (!dst)
-        return MLA_STATUS_INVALID_ARGUMENT;
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT, "dst is NULL");
     *dst = NULL;
-    if (!valid_config(src))
+    if (!config_arg(src, "src"))
         return MLA_STATUS_INVALID_ARGUMENT;
     mla_config_t *c = malloc(sizeof(*c));
     if (!c)
-        return MLA_STATUS_OUT_OF_MEMORY;
+        return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory");
     memcpy(c, src, sizeof(*c));
-    mla__clear(c->err);
     *dst = c;
     return MLA_STATUS_SUCCESS;
 }
@@ -101,101 +161,102 @@ static int is_pow2(int64_t v)
     return v > 0 && (v & (v - 1)) == 0;
 }
 
-static mla_status_t range(mla_config_t *cfg, const char *name, int64_t v, int64_t lo, int64_t hi)
+static mla_status_t range(mla_param_t p, int64_t v, int64_t lo, int64_t hi)
 {
     if (v < lo || v > hi)
-        return mla__fail(cfg->err, MLA_STATUS_INVALID_ARGUMENT,
-                         "%s = %lld is outside [%lld, %lld]", name, (long long)v,
-                         (long long)lo, (long long)hi);
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT, "%s = %lld: want a value in [%lld, %lld]",
+                          mla__param_name(p), (long long)v, (long long)lo, (long long)hi);
     return MLA_STATUS_SUCCESS;
 }
 
 mla_status_t mla_config_set_int(mla_config_t *cfg, mla_param_t param, int64_t value)
 {
-    if (!valid_config(cfg))
+    mla__enter("mla_config_set_int");
+    if (!config_arg(cfg, "cfg"))
         return MLA_STATUS_INVALID_ARGUMENT;
     struct mla_shape *s = &cfg->s;
+    const char *name = mla__param_name(param);
     mla_status_t st;
-    mla__clear(cfg->err);
     switch (param) {
     case MLA_PARAM_NUM_HEADS:
-        if ((st = range(cfg, "num_heads", value, 1, 128)))
+        if ((st = range(param, value, 1, 128)))
             return st;
         s->num_heads = (int32_t)value;
         return MLA_STATUS_SUCCESS;
     case MLA_PARAM_NUM_KV_HEADS:
-        if ((st = range(cfg, "num_kv_heads", value, 1, 128)))
+        if ((st = range(param, value, 1, 128)))
             return st;
         s->num_kv_heads = (int32_t)value;
         return MLA_STATUS_SUCCESS;
     case MLA_PARAM_Q_LEN:
-        if ((st = range(cfg, "q_len", value, 1, 8)))
+        if ((st = range(param, value, 1, 8)))
             return st;
         s->q_len = (int32_t)value;
         return MLA_STATUS_SUCCESS;
     case MLA_PARAM_HEAD_DIM_QK:
     case MLA_PARAM_HEAD_DIM_V: {
-        int qk = param == MLA_PARAM_HEAD_DIM_QK;
-        int64_t want = qk ? MLA_D_QK : MLA_D_V;
-        if ((st = range(cfg, qk ? "head_dim_qk" : "head_dim_v", value, 1, 4096)))
+        int64_t want = param == MLA_PARAM_HEAD_DIM_QK ? MLA_D_QK : MLA_D_V;
+        if ((st = range(param, value, 1, 4096)))
             return st;
         if (value != want)
-            return mla__fail(cfg->err, MLA_STATUS_NOT_SUPPORTED,
-                             "%s = %lld: only %lld is supported",
-                             qk ? "head_dim_qk" : "head_dim_v", (long long)value,
-                             (long long)want);
+            return mla__error(MLA_STATUS_NOT_SUPPORTED, "%s = %lld: only %lld is supported",
+                              name, (long long)value, (long long)want);
         return MLA_STATUS_SUCCESS;
     }
     case MLA_PARAM_KV_FORMAT:
         if (value != MLA_KV_BF16 && value != MLA_KV_FP8_E4M3 && value != MLA_KV_FP8_DS_MLA)
-            return mla__fail(cfg->err, MLA_STATUS_INVALID_ARGUMENT,
-                             "kv_format = %lld is not an mla_kv_format_t", (long long)value);
+            return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                              "%s = %lld: want MLA_KV_BF16 (0), MLA_KV_FP8_E4M3 (1) or "
+                              "MLA_KV_FP8_DS_MLA (2)",
+                              name, (long long)value);
         s->kv_format = (int32_t)value;
         return MLA_STATUS_SUCCESS;
     case MLA_PARAM_PAGE_SIZE:
         if (!is_pow2(value) || value > 1024)
-            return mla__fail(cfg->err, MLA_STATUS_INVALID_ARGUMENT,
-                             "page_size = %lld: want a power of two in [1, 1024]",
-                             (long long)value);
+            return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                              "%s = %lld: want a power of two in [1, 1024]", name,
+                              (long long)value);
         s->page_size = (int32_t)value;
         return MLA_STATUS_SUCCESS;
     case MLA_PARAM_SCALE_BLOCK_SIZE:
         if (value != 0 && value != 32 && value != 64 && value != 128)
-            return mla__fail(cfg->err, MLA_STATUS_INVALID_ARGUMENT,
-                             "scale_block_size = %lld: want 0, 32, 64 or 128", (long long)value);
+            return mla__error(MLA_STATUS_INVALID_ARGUMENT, "%s = %lld: want 0, 32, 64 or 128",
+                              name, (long long)value);
         s->scale_block = (int32_t)value;
         return MLA_STATUS_SUCCESS;
     case MLA_PARAM_CAUSAL:
         s->causal = value != 0;
         return MLA_STATUS_SUCCESS;
     case MLA_PARAM_NUM_KV_STAGES:
-        if ((st = range(cfg, "num_kv_stages", value, 0, 8)))
+        if ((st = range(param, value, 0, 8)))
             return st;
         s->num_kv_stages = (int32_t)value;
         return MLA_STATUS_SUCCESS;
     case MLA_PARAM_BLOCK_N:
         if (value != 0 && value != 32 && value != 64)
-            return mla__fail(cfg->err, MLA_STATUS_INVALID_ARGUMENT,
-                             "block_n = %lld: want 0 (auto), 32 or 64", (long long)value);
+            return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                              "%s = %lld: want 0 (automatic), 32 or 64", name, (long long)value);
         s->block_n = (int32_t)value;
         return MLA_STATUS_SUCCESS;
     case MLA_PARAM_KV_ROW_BYTES:
     case MLA_PARAM_SCALES_PER_ROW:
-        return mla__fail(cfg->err, MLA_STATUS_INVALID_ARGUMENT,
-                         "parameter %d is read-only", (int)param);
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT, "%s is read-only", name);
     case MLA_PARAM_SOFTMAX_SCALE:
     case MLA_PARAM_KV_SCALE:
-        return mla__fail(cfg->err, MLA_STATUS_INVALID_ARGUMENT,
-                         "parameter %d is floating-point: use mla_config_set_float",
-                         (int)param);
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                          "%s is floating-point: use mla_config_set_float", name);
     }
-    return mla__fail(cfg->err, MLA_STATUS_INVALID_ARGUMENT, "unknown parameter %d", (int)param);
+    return mla__error(MLA_STATUS_INVALID_ARGUMENT, "param = %d is not an mla_param_t",
+                      (int)param);
 }
 
 mla_status_t mla_config_get_int(const mla_config_t *cfg, mla_param_t param, int64_t *value)
 {
-    if (!valid_config(cfg) || !value)
+    mla__enter("mla_config_get_int");
+    if (!config_arg(cfg, "cfg"))
         return MLA_STATUS_INVALID_ARGUMENT;
+    if (!value)
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT, "value is NULL");
     const struct mla_shape *s = &cfg->s;
     int64_t v;
     switch (param) {
@@ -212,7 +273,14 @@ mla_status_t mla_config_get_int(const mla_config_t *cfg, mla_param_t param, int6
     case MLA_PARAM_BLOCK_N: v = s->block_n; break;
     case MLA_PARAM_KV_ROW_BYTES: v = mla__row_bytes(s); break;
     case MLA_PARAM_SCALES_PER_ROW: v = mla__scales_per_row(s); break;
-    default: return MLA_STATUS_INVALID_ARGUMENT;
+    case MLA_PARAM_SOFTMAX_SCALE:
+    case MLA_PARAM_KV_SCALE:
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                          "%s is floating-point: use mla_config_get_float",
+                          mla__param_name(param));
+    default:
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT, "param = %d is not an mla_param_t",
+                          (int)param);
     }
     *value = v;
     return MLA_STATUS_SUCCESS;
@@ -220,40 +288,57 @@ mla_status_t mla_config_get_int(const mla_config_t *cfg, mla_param_t param, int6
 
 mla_status_t mla_config_set_float(mla_config_t *cfg, mla_param_t param, double value)
 {
-    if (!valid_config(cfg))
+    mla__enter("mla_config_set_float");
+    if (!config_arg(cfg, "cfg"))
         return MLA_STATUS_INVALID_ARGUMENT;
-    mla__clear(cfg->err);
+    const char *name = mla__param_name(param);
     switch (param) {
     case MLA_PARAM_SOFTMAX_SCALE:
-        if (!isfinite(value) || value < 0 || value > 1e30)
-            return mla__fail(cfg->err, MLA_STATUS_INVALID_ARGUMENT,
-                             "softmax_scale = %g: want a finite value >= 0 (0 = auto)", value);
+        /* !(a <= v) also refuses NaN. */
+        if (value != 0 && !(value >= MLA_SCALE_MIN && value <= MLA_SCALE_MAX))
+            return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                              "%s = %g: want 0 (automatic) or a value in [%g, %g]", name, value,
+                              MLA_SCALE_MIN, MLA_SCALE_MAX);
         cfg->s.softmax_scale = value;
         return MLA_STATUS_SUCCESS;
     case MLA_PARAM_KV_SCALE:
-        if (!isfinite(value) || value <= 0 || value > 1e30 || value < 1e-30)
-            return mla__fail(cfg->err, MLA_STATUS_INVALID_ARGUMENT,
-                             "kv_scale = %g: want a finite value > 0", value);
+        if (!(value >= MLA_SCALE_MIN && value <= MLA_SCALE_MAX))
+            return mla__error(MLA_STATUS_INVALID_ARGUMENT, "%s = %g: want a value in [%g, %g]",
+                              name, value, MLA_SCALE_MIN, MLA_SCALE_MAX);
         cfg->s.kv_scale = value;
         return MLA_STATUS_SUCCESS;
     default:
-        return mla__fail(cfg->err, MLA_STATUS_INVALID_ARGUMENT,
-                         "parameter %d is not floating-point", (int)param);
+        break;
     }
+    if (param >= MLA_PARAM_NUM_HEADS && param <= MLA_PARAM_SCALES_PER_ROW)
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                          "%s is an integer parameter: use mla_config_set_int", name);
+    return mla__error(MLA_STATUS_INVALID_ARGUMENT, "param = %d is not an mla_param_t",
+                      (int)param);
 }
 
 mla_status_t mla_config_get_float(const mla_config_t *cfg, mla_param_t param, double *value)
 {
-    if (!valid_config(cfg) || !value)
+    mla__enter("mla_config_get_float");
+    if (!config_arg(cfg, "cfg"))
         return MLA_STATUS_INVALID_ARGUMENT;
+    if (!value)
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT, "value is NULL");
     switch (param) {
     case MLA_PARAM_SOFTMAX_SCALE: *value = mla__softmax_scale(&cfg->s); return MLA_STATUS_SUCCESS;
     case MLA_PARAM_KV_SCALE: *value = cfg->s.kv_scale; return MLA_STATUS_SUCCESS;
-    default: return MLA_STATUS_INVALID_ARGUMENT;
+    default:
+        break;
     }
+    if (param >= MLA_PARAM_NUM_HEADS && param <= MLA_PARAM_SCALES_PER_ROW)
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                          "%s is an integer parameter: use mla_config_get_int",
+                          mla__param_name(param));
+    return mla__error(MLA_STATUS_INVALID_ARGUMENT, "param = %d is not an mla_param_t",
+                      (int)param);
 }
 
 const char *mla_config_last_error(const mla_config_t *cfg)
 {
-    return valid_config(cfg) ? cfg->err : "";
+    return cfg && cfg->magic == MLA_MAGIC_CONFIG ? mla__message(cfg) : "";
 }

@@ -19,14 +19,17 @@ static int cpu_threads(void)
 
 mla_status_t mla_context_create(mla_context_t **ctx, int device)
 {
+    mla__enter("mla_context_create");
     if (!ctx)
-        return MLA_STATUS_INVALID_ARGUMENT;
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT, "ctx is NULL");
     *ctx = NULL;
     if (device < MLA_DEVICE_CPU)
-        return MLA_STATUS_INVALID_ARGUMENT;
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                          "device = %d: want a CUDA device ordinal >= 0 or MLA_DEVICE_CPU (-1)",
+                          device);
     mla_context_t *c = calloc(1, sizeof(*c));
     if (!c)
-        return MLA_STATUS_OUT_OF_MEMORY;
+        return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory");
     c->magic = MLA_MAGIC_CONTEXT;
     c->device = device;
     c->cpu_threads = cpu_threads();
@@ -49,6 +52,7 @@ void mla_context_destroy(mla_context_t *ctx)
 {
     if (!ctx || ctx->magic != MLA_MAGIC_CONTEXT)
         return;
+    mla__forget(ctx);
     if (ctx->backend == MLA_BACKEND_CUDA)
         mla__gpu_context_fini(ctx);
     ctx->magic = MLA_MAGIC_DEAD;
@@ -57,5 +61,5 @@ void mla_context_destroy(mla_context_t *ctx)
 
 const char *mla_context_last_error(const mla_context_t *ctx)
 {
-    return ctx && ctx->magic == MLA_MAGIC_CONTEXT ? ctx->err : "";
+    return ctx && ctx->magic == MLA_MAGIC_CONTEXT ? mla__message(ctx) : "";
 }

@@ -64,7 +64,7 @@ static void write_row(const struct mla_shape *s, const struct mla_append_args *a
 }
 
 mla_status_t mla__cpu_append(const struct mla_shape *s, int threads,
-                             const struct mla_append_args *a, char *err)
+                             const struct mla_append_args *a)
 {
     const uint16_t *latent = (const uint16_t *)a->latent;
     int32_t h_kv = s->num_kv_heads;
@@ -75,16 +75,16 @@ mla_status_t mla__cpu_append(const struct mla_shape *s, int threads,
     (void)threads; /* appends are a few rows per step: one thread is plenty */
 
     if (s->kv_format == MLA_FMT_FP8_E4M3 && s->scale_block && !a->scales)
-        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
-                         "kv_block_scales is NULL but the config has a scale block size of %d",
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                         "kv_block_scales is NULL but MLA_PARAM_SCALE_BLOCK_SIZE = %d",
                          (int)s->scale_block);
     /* All slots first, so that a bad one leaves the cache untouched. */
     for (i = 0; i < a->n; i++) {
         int64_t slot = a->slots[i];
         if (slot >= 0 && slot / s->page_size >= a->num_pages)
-            return mla__fail(err, MLA_STATUS_OUT_OF_BOUNDS,
+            return mla__error(MLA_STATUS_OUT_OF_BOUNDS,
                              "slots[%lld] = %lld is past the cache (num_pages %lld * "
-                             "page_size %d = %lld slots)",
+                             "MLA_PARAM_PAGE_SIZE %d = %lld slots)",
                              (long long)i, (long long)slot, (long long)a->num_pages,
                              (int)s->page_size, (long long)(a->num_pages * s->page_size));
     }

@@ -48,6 +48,12 @@ uint32_t mla__cpu_sched_tag(const mla_plan_t *plan)
 /* Everything the workers share, read-only once they start. */
 struct job {
     const struct mla_decode_args *a;
+    /* The lengths and the block-table entries they use, copied and
+     * checked before any worker starts; workers never read the caller's
+     * seq_lens or block_table, which another thread may change. */
+    const int32_t *lens;  /* [batch] */
+    const int64_t *first; /* [batch]: request b's first entry in pages */
+    const int32_t *pages; /* the entries each length needs, by request */
     int32_t batch, q_len, h_q, h_kv, hpk; /* hpk: query heads per KV head */
     int32_t page_size, fmt, row_bytes, scale_block, spr;
     int causal;
@@ -63,6 +69,7 @@ struct scratch {
     double *m;   /* [rows] running max score */
     double *l;   /* [rows] running sum of exp(score - m) */
     double *sc;  /* [CHUNK_KEYS] scores of one query row */
+    unsigned char *nan; /* [rows] a NaN weight was met: the row is NaN */
 };
 
 struct worker {
@@ -85,8 +92,8 @@ static uint16_t double_to_bf16(double d)
     return mla_float_to_bf16(f);
 }
 
-/* Dequantize the cache row of token t of a request (through its block
- * table row bt) and KV head k into 576 exact doubles. */
+/* Dequantize the cache row of token t of a request (through its checked
+ * block-table entries bt) and KV head k into 576 exact doubles. */
 static void dequant_row(const struct job *j, const int32_t *bt, int32_t t, int32_t k,
                         double *dst)
 {
@@ -143,10 +150,10 @@ static int32_t visible_keys(const struct job *j, int32_t len, int32_t i)
 static void run_item(const struct job *j, struct scratch *sc, int32_t b, int32_t k)
 {
     const struct mla_decode_args *a = j->a;
-    const int32_t *bt = a->block_table + (int64_t)b * a->max_pages_per_seq;
+    const int32_t *bt = j->pages + j->first[b];
     const uint16_t *q = (const uint16_t *)a->q;
     uint16_t *out = (uint16_t *)a->out;
-    int32_t len = a->seq_lens[b];
+    int32_t len = j->lens[b];
     int32_t rows = j->q_len * j->hpk;
     int32_t r, t0, d;
     double qrow[MLA_D_QK];
@@ -154,6 +161,7 @@ static void run_item(const struct job *j, struct scratch *sc, int32_t b, int32_t
     for (r = 0; r < rows; r++) {
         sc->m[r] = -INFINITY;
         sc->l[r] = 0.0;
+        sc->nan[r] = 0;
         memset(sc->acc + (size_t)r * MLA_D_V, 0, MLA_D_V * sizeof(double));
     }
 
@@ -168,8 +176,9 @@ static void run_item(const struct job *j, struct scratch *sc, int32_t b, int32_t
             int32_t vis = visible_keys(j, len, i) - t0; /* keys of this chunk it sees */
             const uint16_t *qs = q + (((int64_t)b * j->q_len + i) * j->h_q + h) * MLA_D_QK;
             double *acc = sc->acc + (size_t)r * MLA_D_V;
-            double mnew, corr;
-            if (vis <= 0)
+            double mnew;
+            int nan_score = 0;
+            if (vis <= 0 || sc->nan[r])
                 continue;
             if (vis > nk)
                 vis = nk;
@@ -189,14 +198,24 @@ static void run_item(const struct job *j, struct scratch *sc, int32_t b, int32_t
                     d3 += qrow[d + 3] * kr[d + 3];
                 }
                 sc->sc[t] = j->softmax_scale * ((d0 + d1) + (d2 + d3));
-                if (sc->sc[t] > mnew)
+                if (isnan(sc->sc[t]))
+                    nan_score = 1;
+                else if (sc->sc[t] > mnew)
                     mnew = sc->sc[t];
+            }
+            /* As the fp64 evaluation exp(s - max) / sum: a NaN score, or a
+             * +inf maximum (inf - inf), makes a weight, the sum and so the
+             * whole row NaN, whatever the other keys hold. */
+            if (nan_score || mnew == INFINITY) {
+                sc->nan[r] = 1;
+                continue;
             }
 
             /* Online softmax: rescale what was accumulated under the old
-             * maximum (exp(-inf) = 0 on the first chunk). */
-            corr = exp(sc->m[r] - mnew);
-            if (corr != 1.0) {
+             * maximum (exp(-inf) = 0 when the first finite score arrives;
+             * NaN left by 0 * Inf stays NaN, as it would in one pass). */
+            if (mnew != sc->m[r]) {
+                double corr = exp(sc->m[r] - mnew);
                 for (d = 0; d < MLA_D_V; d++)
                     acc[d] *= corr;
                 sc->l[r] *= corr;
@@ -204,7 +223,10 @@ static void run_item(const struct job *j, struct scratch *sc, int32_t b, int32_t
             sc->m[r] = mnew;
             for (t = 0; t < vis; t++) {
                 const double *vr = sc->k + (size_t)t * MLA_D_QK; /* V = first 512 dims */
-                double p = exp(sc->sc[t] - mnew);
+                /* A -inf score has weight 0 (and 0 * Inf in its V row is
+                 * NaN, as in one pass); with every score so far -inf the
+                 * maximum is -inf too, and the row ends NaN below. */
+                double p = sc->sc[t] == -INFINITY ? 0.0 : exp(sc->sc[t] - mnew);
                 sc->l[r] += p;
                 for (d = 0; d < MLA_D_V; d++)
                     acc[d] += p * vr[d];
@@ -216,16 +238,23 @@ static void run_item(const struct job *j, struct scratch *sc, int32_t b, int32_t
         int32_t i = r / j->hpk, h = k * j->hpk + r % j->hpk;
         uint16_t *o = out + (((int64_t)b * j->q_len + i) * j->h_q + h) * MLA_D_V;
         const double *acc = sc->acc + (size_t)r * MLA_D_V;
-        if (sc->l[r] > 0.0) {
+        double lse;
+        /* "No visible key" comes from the mask alone; a NaN sum is not it. */
+        if (visible_keys(j, len, i) == 0) {
+            memset(o, 0, MLA_D_V * sizeof(uint16_t));
+            lse = INFINITY;
+        } else if (sc->nan[r] || sc->m[r] == -INFINITY) {
+            /* NaN weights (a NaN score, an infinite maximum): NaN row. */
+            for (d = 0; d < MLA_D_V; d++)
+                o[d] = double_to_bf16(NAN);
+            lse = NAN;
+        } else {
             for (d = 0; d < MLA_D_V; d++)
                 o[d] = double_to_bf16(acc[d] / sc->l[r]);
-        } else {
-            memset(o, 0, MLA_D_V * sizeof(uint16_t)); /* no visible key */
+            lse = sc->m[r] + log(sc->l[r]);
         }
-        if (a->lse) {
-            double lse = sc->l[r] > 0.0 ? sc->m[r] + log(sc->l[r]) : INFINITY;
+        if (a->lse)
             a->lse[((int64_t)b * j->h_q + h) * j->q_len + i] = (float)lse;
-        }
     }
 }
 
@@ -250,6 +279,7 @@ static void scratch_free(struct scratch *sc)
     free(sc->m);
     free(sc->l);
     free(sc->sc);
+    free(sc->nan);
 }
 
 static int scratch_alloc(struct scratch *sc, int32_t rows)
@@ -259,41 +289,76 @@ static int scratch_alloc(struct scratch *sc, int32_t rows)
     sc->m = malloc((size_t)rows * sizeof(double));
     sc->l = malloc((size_t)rows * sizeof(double));
     sc->sc = malloc((size_t)CHUNK_KEYS * sizeof(double));
-    if (sc->k && sc->acc && sc->m && sc->l && sc->sc)
+    sc->nan = malloc((size_t)rows);
+    if (sc->k && sc->acc && sc->m && sc->l && sc->sc && sc->nan)
         return 0;
     scratch_free(sc);
     return -1;
 }
 
-/* Lengths and the block-table entries they use; nothing is written. */
-static mla_status_t validate(const mla_plan_t *plan, const struct mla_decode_args *a, char *err)
+/* The checked copy of the lengths and the block-table entries they use. */
+struct frozen {
+    int32_t *lens;
+    int64_t *first;
+    int32_t *pages;
+};
+
+static void frozen_free(struct frozen *fz)
+{
+    free(fz->lens);
+    free(fz->first);
+    free(fz->pages);
+}
+
+/*
+ * Copy each length and each block-table entry it uses exactly once and
+ * check the copies; the decode then reads only those.  Nothing is written
+ * to the caller's buffers.  OUT_OF_BOUNDS for a bad value, OUT_OF_MEMORY
+ * if the copy cannot be made.
+ */
+static mla_status_t freeze(const mla_plan_t *plan, const struct mla_decode_args *a,
+                           struct frozen *fz)
 {
     int64_t ps = plan->s.page_size;
     int64_t cap = (int64_t)a->max_pages_per_seq * ps;
+    int64_t total = 0, k = 0;
     int32_t b, p;
+    memset(fz, 0, sizeof *fz);
+    fz->lens = malloc((size_t)plan->batch * sizeof(int32_t));
+    fz->first = malloc((size_t)plan->batch * sizeof(int64_t));
+    if (!fz->lens || !fz->first)
+        return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory (CPU backend)");
     for (b = 0; b < plan->batch; b++) {
-        int32_t len = a->seq_lens[b];
-        const int32_t *bt = a->block_table + (int64_t)b * a->max_pages_per_seq;
-        int32_t pages;
+        int32_t len = fz->lens[b] = a->seq_lens[b];
         if (len < 0)
-            return mla__fail(err, MLA_STATUS_OUT_OF_BOUNDS, "seq_lens[%d] = %d is negative",
+            return mla__error(MLA_STATUS_OUT_OF_BOUNDS, "seq_lens[%d] = %d is negative",
                              (int)b, (int)len);
         if (len > plan->max_seq_len)
-            return mla__fail(err, MLA_STATUS_OUT_OF_BOUNDS,
+            return mla__error(MLA_STATUS_OUT_OF_BOUNDS,
                              "seq_lens[%d] = %d exceeds the plan's max_seq_len %d", (int)b,
                              (int)len, (int)plan->max_seq_len);
         if (len > cap)
-            return mla__fail(err, MLA_STATUS_OUT_OF_BOUNDS,
-                             "seq_lens[%d] = %d exceeds max_pages_per_seq * page_size = %lld",
+            return mla__error(MLA_STATUS_OUT_OF_BOUNDS,
+                             "seq_lens[%d] = %d exceeds max_pages_per_seq * MLA_PARAM_PAGE_SIZE = %lld",
                              (int)b, (int)len, (long long)cap);
-        pages = (int32_t)((len + ps - 1) / ps);
-        for (p = 0; p < pages; p++)
-            if (bt[p] < 0 || bt[p] >= a->num_pages)
-                return mla__fail(err, MLA_STATUS_OUT_OF_BOUNDS,
+        fz->first[b] = total;
+        total += (len + ps - 1) / ps;
+    }
+    if ((uint64_t)total > SIZE_MAX / sizeof(int32_t) ||
+        !(fz->pages = malloc((size_t)(total ? total : 1) * sizeof(int32_t))))
+        return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory (CPU backend)");
+    for (b = 0; b < plan->batch; b++) {
+        const int32_t *bt = a->block_table + (int64_t)b * a->max_pages_per_seq;
+        int32_t len = fz->lens[b], pages = (int32_t)((len + ps - 1) / ps);
+        for (p = 0; p < pages; p++, k++) {
+            int32_t e = fz->pages[k] = bt[p];
+            if (e < 0 || e >= a->num_pages)
+                return mla__error(MLA_STATUS_OUT_OF_BOUNDS,
                                  "block_table[%d][%d] = %d is outside [0, num_pages = %lld) "
                                  "(request %d, length %d)",
-                                 (int)b, (int)p, (int)bt[p], (long long)a->num_pages, (int)b,
+                                 (int)b, (int)p, (int)e, (long long)a->num_pages, (int)b,
                                  (int)len);
+        }
     }
     return MLA_STATUS_SUCCESS;
 }
@@ -314,26 +379,32 @@ static void write_header(const mla_plan_t *plan, const struct mla_decode_args *a
     memcpy(a->workspace, &h, sizeof(h));
 }
 
-mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_args *a, char *err)
+mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_args *a)
 {
     const struct mla_shape *s = &plan->s;
     struct job job;
+    struct frozen fz;
     struct worker *w;
     mla_status_t st;
     int32_t items, rows;
     int nthreads, started, t;
 
     if (s->kv_format == MLA_FMT_FP8_E4M3 && s->scale_block && !a->scales)
-        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
-                         "kv_block_scales is NULL but the config has a scale block size of %d",
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                         "kv_block_scales is NULL but MLA_PARAM_SCALE_BLOCK_SIZE = %d",
                          (int)s->scale_block);
-    st = validate(plan, a, err);
+    st = freeze(plan, a, &fz);
     if (st != MLA_STATUS_SUCCESS) {
-        write_header(plan, a, st);
+        frozen_free(&fz);
+        if (st == MLA_STATUS_OUT_OF_BOUNDS)
+            write_header(plan, a, st);
         return st;
     }
 
     job.a = a;
+    job.lens = fz.lens;
+    job.first = fz.first;
+    job.pages = fz.pages;
     job.batch = plan->batch;
     job.q_len = s->q_len;
     job.h_q = s->num_heads;
@@ -357,8 +428,10 @@ mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_arg
         nthreads = items;
 
     w = calloc((size_t)nthreads, sizeof *w);
-    if (!w)
-        return mla__fail(err, MLA_STATUS_OUT_OF_MEMORY, "CPU decode: out of host memory");
+    if (!w) {
+        frozen_free(&fz);
+        return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory (CPU backend)");
+    }
     /* Scratch for every thread before any output is written; fewer
      * threads if memory is short, failure only if not even one fits. */
     for (t = 0; t < nthreads; t++) {
@@ -368,7 +441,8 @@ mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_arg
     }
     if (t == 0) {
         free(w);
-        return mla__fail(err, MLA_STATUS_OUT_OF_MEMORY, "CPU decode: out of host memory");
+        frozen_free(&fz);
+        return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory (CPU backend)");
     }
     nthreads = t;
 
@@ -387,25 +461,28 @@ mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_arg
     for (t = 0; t < nthreads; t++)
         scratch_free(&w[t].sc);
     free(w);
+    frozen_free(&fz);
     write_header(plan, a, MLA_STATUS_SUCCESS);
     return MLA_STATUS_SUCCESS;
 }
 
 /* mla_schedule: the checks of a decode, and the lengths kept. */
-mla_status_t mla__cpu_schedule(const mla_plan_t *plan, const struct mla_decode_args *a, char *err)
+mla_status_t mla__cpu_schedule(const mla_plan_t *plan, const struct mla_decode_args *a)
 {
-    const mla_status_t st = validate(plan, a, err);
+    struct frozen fz;
+    const mla_status_t st = freeze(plan, a, &fz);
     if (st == MLA_STATUS_SUCCESS)
-        memcpy((uint8_t *)a->workspace + MLA_WS_HEADER_BYTES, a->seq_lens,
+        memcpy((uint8_t *)a->workspace + MLA_WS_HEADER_BYTES, fz.lens,
                (size_t)plan->batch * sizeof(int32_t));
-    write_header(plan, a, st);
+    frozen_free(&fz);
+    if (st == MLA_STATUS_SUCCESS || st == MLA_STATUS_OUT_OF_BOUNDS)
+        write_header(plan, a, st);
     return st;
 }
 
 /* mla_decode_scheduled: a decode over the lengths the schedule kept, if
  * the workspace holds a good schedule for this call's block table. */
-mla_status_t mla__cpu_decode_scheduled(const mla_plan_t *plan, const struct mla_decode_args *a,
-                                       char *err)
+mla_status_t mla__cpu_decode_scheduled(const mla_plan_t *plan, const struct mla_decode_args *a)
 {
     struct mla_ws_header h;
     memcpy(&h, a->workspace, sizeof(h));
@@ -416,16 +493,15 @@ mla_status_t mla__cpu_decode_scheduled(const mla_plan_t *plan, const struct mla_
         h.magic = MLA_WS_MAGIC;
         h.plan_tag = plan->sched_tag;
         memcpy(a->workspace, &h, sizeof(h));
-        return mla__fail(err, MLA_STATUS_INVALID_ARGUMENT,
-                         "mla_decode_scheduled: the workspace holds no schedule of this plan's "
-                         "layout for this block_table, max_pages_per_seq and num_pages "
-                         "(mla_schedule)");
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                          "workspace = %p holds no schedule of this plan's layout for this "
+                          "block_table, max_pages_per_seq and num_pages (mla_schedule)",
+                          a->workspace);
     }
     if (h.status != MLA_STATUS_SUCCESS)
-        return mla__fail(err, (mla_status_t)h.status,
-                         "mla_decode_scheduled: the schedule in the workspace recorded %s",
-                         mla_status_string((mla_status_t)h.status));
+        return mla__error((mla_status_t)h.status, "the schedule in workspace = %p recorded %s",
+                          a->workspace, mla_status_string((mla_status_t)h.status));
     struct mla_decode_args b = *a;
     b.seq_lens = (const int32_t *)((const uint8_t *)a->workspace + MLA_WS_HEADER_BYTES);
-    return mla__cpu_decode(plan, &b, err);
+    return mla__cpu_decode(plan, &b);
 }

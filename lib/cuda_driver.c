@@ -31,36 +31,65 @@ struct entry {
 static const struct entry entries[] = {MLA_CUDA_ENTRY_POINTS(MLA_CUDA_ENTRY_)};
 #undef MLA_CUDA_ENTRY_
 
+/* "CUDA_ERROR_NAME: description" of a driver result, through the
+ * driver's own tables once they are resolved, else the number. */
+static void describe(CUresult r, char *buf, size_t n)
+{
+    const char *name = NULL, *text = NULL;
+    if (!cu.p_cuGetErrorName || cu.p_cuGetErrorName(r, &name) != CUDA_SUCCESS)
+        name = NULL;
+    if (!cu.p_cuGetErrorString || cu.p_cuGetErrorString(r, &text) != CUDA_SUCCESS)
+        text = NULL;
+    if (name)
+        snprintf(buf, n, "%s: %s", name, text ? text : "no description");
+    else
+        snprintf(buf, n, "CUDA error %d", (int)r);
+}
+
 static void cu_load(void)
 {
+    char why[256];
     /* Never dlclose()d: function pointers escape into every context. */
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        const char *why = dlerror();
-        cu_status = mla__fail(cu_err, MLA_STATUS_NO_DEVICE,
-                              "CUDA driver not found: %s", why ? why : "dlopen failed");
+        const char *e = dlerror();
+        cu_status = mla__fail(cu_err, MLA_STATUS_NO_DEVICE, "cannot load the CUDA driver: %s",
+                              e ? e : "dlopen(libcuda.so.1) failed");
         return;
     }
     PFN_cuGetProcAddress_v12000 gpa;
     *(void **)&gpa = dlsym(h, "cuGetProcAddress_v2");
     if (!gpa) {
+        const char *e = dlerror();
         cu_status = mla__fail(cu_err, MLA_STATUS_DRIVER_TOO_OLD,
-                              "CUDA driver lacks cuGetProcAddress_v2 (needs a CUDA %d.%d "
-                              "driver or newer)",
-                              MLA_CUDA_MIN_DRIVER / 1000, MLA_CUDA_MIN_DRIVER % 1000 / 10);
+                              "the CUDA driver lacks cuGetProcAddress_v2 (needs a CUDA %d.%d "
+                              "driver or newer): %s",
+                              MLA_CUDA_MIN_DRIVER / 1000, MLA_CUDA_MIN_DRIVER % 1000 / 10,
+                              e ? e : "dlsym failed");
         return;
     }
-    /* The version first: a too-old driver gets a clearer message than
+    /* The error tables first, so that every later failure has a name. */
+    CUdriverProcAddressQueryResult qres = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    if (gpa("cuGetErrorName", (void **)&cu.p_cuGetErrorName, 6000,
+            CU_GET_PROC_ADDRESS_LEGACY_STREAM, &qres) != CUDA_SUCCESS)
+        cu.p_cuGetErrorName = NULL;
+    if (gpa("cuGetErrorString", (void **)&cu.p_cuGetErrorString, 6000,
+            CU_GET_PROC_ADDRESS_LEGACY_STREAM, &qres) != CUDA_SUCCESS)
+        cu.p_cuGetErrorString = NULL;
+    /* The version next: a too-old driver gets a clearer message than
      * "entry point missing". */
     PFN_cuDriverGetVersion_v2020 getver = NULL;
-    CUdriverProcAddressQueryResult qres = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    qres = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     CUresult r = gpa("cuDriverGetVersion", (void **)&getver, 2020,
                      CU_GET_PROC_ADDRESS_LEGACY_STREAM, &qres);
     int ver = 0;
-    if (r != CUDA_SUCCESS || !getver || getver(&ver) != CUDA_SUCCESS) {
-        cu_status = mla__fail(cu_err, MLA_STATUS_DRIVER_TOO_OLD,
-                              "cuDriverGetVersion unavailable (cuGetProcAddress returned %d)",
-                              (int)r);
+    if (r == CUDA_SUCCESS && !getver)
+        r = CUDA_ERROR_NOT_FOUND;
+    if (r == CUDA_SUCCESS)
+        r = getver(&ver);
+    if (r != CUDA_SUCCESS) {
+        describe(r, why, sizeof why);
+        cu_status = mla__fail(cu_err, MLA_STATUS_DRIVER_TOO_OLD, "cuDriverGetVersion: %s", why);
         return;
     }
     if (ver < MLA_CUDA_MIN_DRIVER) {
@@ -76,10 +105,11 @@ static void cu_load(void)
         *e->slot = NULL;
         r = gpa(e->name, e->slot, e->version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &qres);
         if (r != CUDA_SUCCESS || !*e->slot || qres != CU_GET_PROC_ADDRESS_SUCCESS) {
+            describe(r, why, sizeof why);
             cu_status = mla__fail(cu_err, MLA_STATUS_DRIVER_TOO_OLD,
-                                  "CUDA driver %d.%d lacks %s (ABI %d; cuGetProcAddress "
-                                  "returned %d, query result %d)",
-                                  ver / 1000, ver % 1000 / 10, e->name, e->version, (int)r,
+                                  "CUDA driver %d.%d lacks %s (ABI %d; cuGetProcAddress: %s, "
+                                  "query result %d)",
+                                  ver / 1000, ver % 1000 / 10, e->name, e->version, why,
                                   (int)qres);
             return;
         }
@@ -87,31 +117,24 @@ static void cu_load(void)
     cu.driver_version = ver;
     r = cu.p_cuInit(0);
     if (r != CUDA_SUCCESS) {
-        const char *name = NULL, *text = NULL;
-        if (cu.p_cuGetErrorName(r, &name) != CUDA_SUCCESS)
-            name = NULL;
-        if (cu.p_cuGetErrorString(r, &text) != CUDA_SUCCESS)
-            text = NULL;
-        cu_status = mla__fail(cu_err, MLA_STATUS_NO_DEVICE, "cuInit: %s: %s",
-                              name ? name : "unknown error", text ? text : "no description");
+        describe(r, why, sizeof why);
+        cu_status = mla__fail(cu_err, MLA_STATUS_NO_DEVICE, "cuInit (CUDA driver %d.%d): %s",
+                              ver / 1000, ver % 1000 / 10, why);
         return;
     }
     cu_status = MLA_STATUS_SUCCESS;
     cu_ok = &cu;
 }
 
-const struct mla_cuda_api *mla__cuda(mla_status_t *st, char *err)
+const struct mla_cuda_api *mla__cuda(mla_status_t *st)
 {
     if (pthread_once(&cu_once, cu_load) != 0) {
-        if (st)
-            *st = MLA_STATUS_INTERNAL_ERROR;
-        mla__fail(err, MLA_STATUS_INTERNAL_ERROR, "pthread_once failed");
+        *st = mla__error(MLA_STATUS_INTERNAL_ERROR, "pthread_once failed");
         return NULL;
     }
-    if (st)
-        *st = cu_status;
-    if (!cu_ok && err)
-        snprintf(err, MLA_ERRMSG_LEN, "%s", cu_err);
+    *st = cu_status;
+    if (!cu_ok)
+        mla__error(cu_status, "%s", cu_err);
     return cu_ok;
 }
 
@@ -134,20 +157,13 @@ mla_status_t mla__cu_status(CUresult r)
     }
 }
 
-mla_status_t mla__cu_fail(char *err, mla_status_t st, CUresult r, const char *what)
+mla_status_t mla__cu_fail(mla_status_t st, CUresult r, const char *what)
 {
+    char why[256];
     if (st == MLA_STATUS_SUCCESS)
         st = mla__cu_status(r);
     if (st == MLA_STATUS_SUCCESS)
         st = MLA_STATUS_INTERNAL_ERROR;
-    const char *name = NULL, *text = NULL;
-    if (cu_ok) {
-        if (cu.p_cuGetErrorName(r, &name) != CUDA_SUCCESS)
-            name = NULL;
-        if (cu.p_cuGetErrorString(r, &text) != CUDA_SUCCESS)
-            text = NULL;
-    }
-    if (name)
-        return mla__fail(err, st, "%s: %s: %s", what, name, text ? text : "no description");
-    return mla__fail(err, st, "%s: CUDA error %d", what, (int)r);
+    describe(r, why, sizeof why);
+    return mla__error(st, "%s: %s", what, why);
 }

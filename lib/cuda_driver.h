@@ -63,23 +63,22 @@ struct mla_cuda_api {
 
 /*
  * Load the driver once per process (thread-safe) and return its entry
- * points, or NULL with the status in *st and a message in err (which may
- * be NULL):
+ * points, or NULL with the status in *st and the reason (the dlopen text,
+ * the driver's error name and description) as the thread's message:
  *   MLA_STATUS_NO_DEVICE        libcuda.so.1 missing, or cuInit failed
  *                               (no GPU, driver/library mismatch, ...);
  *   MLA_STATUS_DRIVER_TOO_OLD   older than MLA_CUDA_MIN_DRIVER, or an
  *                               entry point is missing.
  * The result of the first call is kept for the life of the process.
  */
-const struct mla_cuda_api *mla__cuda(mla_status_t *st, char *err);
+const struct mla_cuda_api *mla__cuda(mla_status_t *st);
 
 /* Map a driver error to a status: no device, out of memory, no kernel
  * image, driver too old; anything else is MLA_STATUS_CUDA_ERROR. */
 mla_status_t mla__cu_status(CUresult r);
 
-/* Write "what: CUDA_ERROR_NAME: description" into err (MLA_ERRMSG_LEN,
- * may be NULL) and return st; st == MLA_STATUS_SUCCESS means "use
- * mla__cu_status(r)".  Needs the driver loaded. */
-mla_status_t mla__cu_fail(char *err, mla_status_t st, CUresult r, const char *what);
+/* Leave "what: CUDA_ERROR_NAME: description" as the thread's message and
+ * return st; st == MLA_STATUS_SUCCESS means "use mla__cu_status(r)". */
+mla_status_t mla__cu_fail(mla_status_t st, CUresult r, const char *what);
 
 #endif /* MLA_CUDA_DRIVER_H */

@@ -99,7 +99,7 @@ mla_status_t mla__gpu_push(mla_context_t *ctx)
     struct mla_gpu_context *g = ctx->gpu;
     CUresult r = g->cu->p_cuCtxPushCurrent(g->pctx);
     if (r != CUDA_SUCCESS)
-        return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, "cuCtxPushCurrent");
+        return mla__cu_fail(MLA_STATUS_CUDA_ERROR, r, "cuCtxPushCurrent");
     return MLA_STATUS_SUCCESS;
 }
 
@@ -113,7 +113,7 @@ static mla_status_t no_image(mla_context_t *ctx, const char *what)
 {
     struct mla_gpu_context *g = ctx->gpu;
     const char *archs = mla__gpu_archs();
-    return mla__ctx_fail(ctx, MLA_STATUS_NO_KERNEL_IMAGE,
+    return mla__error(MLA_STATUS_NO_KERNEL_IMAGE,
                          "%s: no kernel image for device %d (%s, compute capability %d.%d); "
                          "this build embeds %s",
                          what, ctx->device, g->name, g->cc_major, g->cc_minor,
@@ -145,7 +145,7 @@ static mla_status_t get_kernel(mla_context_t *ctx, const char *kname, int option
             snprintf(what, sizeof(what), "cuLibraryGetKernel(%s)", kname);
             if (r == CUDA_ERROR_NO_BINARY_FOR_GPU)
                 return no_image(ctx, what);
-            return mla__cu_fail(ctx->err, MLA_STATUS_SUCCESS, r, what);
+            return mla__cu_fail(MLA_STATUS_SUCCESS, r, what);
         }
         if (r != CUDA_SUCCESS)
             kern = NULL;
@@ -153,7 +153,7 @@ static mla_status_t get_kernel(mla_context_t *ctx, const char *kname, int option
     if (!kern) {
         if (optional)
             return MLA_STATUS_SUCCESS;
-        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR,
+        return mla__error(MLA_STATUS_INTERNAL_ERROR,
                              "kernel %s is missing from the embedded fatbins", kname);
     }
     snprintf(what, sizeof(what), "cuKernelGetFunction(%s)", kname);
@@ -161,7 +161,7 @@ static mla_status_t get_kernel(mla_context_t *ctx, const char *kname, int option
     if (r == CUDA_ERROR_NO_BINARY_FOR_GPU)
         return no_image(ctx, what);
     if (r != CUDA_SUCCESS)
-        return mla__cu_fail(ctx->err, MLA_STATUS_SUCCESS, r, what);
+        return mla__cu_fail(MLA_STATUS_SUCCESS, r, what);
 
     snprintf(what, sizeof(what), "cuFuncGetAttribute(%s)", kname);
     r = cu->p_cuFuncGetAttribute(&k->static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->fn);
@@ -169,18 +169,17 @@ static mla_status_t get_kernel(mla_context_t *ctx, const char *kname, int option
         r = cu->p_cuFuncGetAttribute(&k->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
                                      k->fn);
     if (r != CUDA_SUCCESS)
-        return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, what);
+        return mla__cu_fail(MLA_STATUS_CUDA_ERROR, r, what);
     k->max_dyn_smem = 48 * 1024 - k->static_smem;
     if (k->max_dyn_smem < 0)
         k->max_dyn_smem = 0;
     return MLA_STATUS_SUCCESS;
 }
 
-static mla_status_t need_threads(mla_context_t *ctx, const struct mla_gpu_kernel *k,
-                                 const char *kname, int threads)
+static mla_status_t need_threads(const struct mla_gpu_kernel *k, const char *kname, int threads)
 {
     if (k->fn && k->max_threads < threads)
-        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR,
+        return mla__error(MLA_STATUS_INTERNAL_ERROR,
                              "kernel %s allows %d threads per block, its launch needs %d",
                              kname, k->max_threads, threads);
     return MLA_STATUS_SUCCESS;
@@ -198,7 +197,7 @@ static mla_status_t raise_smem(mla_context_t *ctx, struct mla_gpu_kernel *k, con
     if (r != CUDA_SUCCESS) {
         char what[160];
         snprintf(what, sizeof(what), "cuFuncSetAttribute(%s, max dynamic smem %d)", kname, dyn);
-        return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, what);
+        return mla__cu_fail(MLA_STATUS_CUDA_ERROR, r, what);
     }
     k->max_dyn_smem = dyn;
     return MLA_STATUS_SUCCESS;
@@ -213,7 +212,7 @@ static mla_status_t load_kernels(mla_context_t *ctx)
 
     for (int i = 0; i < MLA_GPU_NUM_FATBINS; i++) {
         if (*fatbins[i].size == 0)
-            return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR,
+            return mla__error(MLA_STATUS_INTERNAL_ERROR,
                                  "embedded fatbin %s is empty", fatbins[i].name);
         snprintf(what, sizeof(what), "cuLibraryLoadData(%s.fatbin)", fatbins[i].name);
         CUresult r = cu->p_cuLibraryLoadData(&g->lib[i], fatbins[i].data, NULL, NULL, 0, NULL,
@@ -222,16 +221,16 @@ static mla_status_t load_kernels(mla_context_t *ctx)
             return no_image(ctx, what);
         if (r != CUDA_SUCCESS) {
             g->lib[i] = NULL;
-            return mla__cu_fail(ctx->err, MLA_STATUS_SUCCESS, r, what);
+            return mla__cu_fail(MLA_STATUS_SUCCESS, r, what);
         }
     }
 
     if ((st = get_kernel(ctx, "mla_schedule_pieces", 0, &g->schedule)) ||
-        (st = need_threads(ctx, &g->schedule, "mla_schedule_pieces", MLA_SCHEDULE_THREADS)) ||
+        (st = need_threads(&g->schedule, "mla_schedule_pieces", MLA_SCHEDULE_THREADS)) ||
         (st = get_kernel(ctx, "mla_combine", 0, &g->combine)) ||
-        (st = need_threads(ctx, &g->combine, "mla_combine", MLA_COMBINE_THREADS)) ||
+        (st = need_threads(&g->combine, "mla_combine", MLA_COMBINE_THREADS)) ||
         (st = get_kernel(ctx, "mla_append", 0, &g->append)) ||
-        (st = need_threads(ctx, &g->append, "mla_append", MLA_APPEND_THREADS)))
+        (st = need_threads(&g->append, "mla_append", MLA_APPEND_THREADS)))
         return st;
 
     int found = 0;
@@ -243,7 +242,7 @@ static mla_status_t load_kernels(mla_context_t *ctx)
             /* A variant may be left out of a build; plans that need it are
              * refused with NOT_SUPPORTED. */
             if ((st = get_kernel(ctx, kname, 1, k)) ||
-                (st = need_threads(ctx, k, kname, MLA_DECODE_THREADS)))
+                (st = need_threads(k, kname, MLA_DECODE_THREADS)))
                 return st;
             if (!k->fn)
                 continue;
@@ -253,7 +252,7 @@ static mla_status_t load_kernels(mla_context_t *ctx)
         }
     }
     if (!found)
-        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR,
+        return mla__error(MLA_STATUS_INTERNAL_ERROR,
                              "no mla_decode_* kernel in the embedded fatbins");
 
     /* hopper.cu always defines mla_trace_words (a failed lookup would be
@@ -282,7 +281,7 @@ static mla_status_t load_kernels(mla_context_t *ctx)
                 char kname[64];
                 snprintf(kname, sizeof(kname), "mla_hopper_%s_%s", family[n], fmt_names[f]);
                 if ((st = get_kernel(ctx, kname, 1, k)) ||
-                    (st = need_threads(ctx, k, kname, MLA_DECODE_THREADS)))
+                    (st = need_threads(k, kname, MLA_DECODE_THREADS)))
                     return st;
                 if (!k->fn)
                     continue;
@@ -317,7 +316,7 @@ static mla_status_t attr(mla_context_t *ctx, int *v, CUdevice_attribute a, const
     if (r != CUDA_SUCCESS) {
         char what[128];
         snprintf(what, sizeof(what), "cuDeviceGetAttribute(%s)", name);
-        return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, what);
+        return mla__cu_fail(MLA_STATUS_CUDA_ERROR, r, what);
     }
     return MLA_STATUS_SUCCESS;
 }
@@ -325,27 +324,27 @@ static mla_status_t attr(mla_context_t *ctx, int *v, CUdevice_attribute a, const
 mla_status_t mla__gpu_context_init(mla_context_t *ctx, int device)
 {
     mla_status_t st;
-    const struct mla_cuda_api *cu = mla__cuda(&st, ctx->err);
+    const struct mla_cuda_api *cu = mla__cuda(&st);
     if (!cu)
         return st;
 
     int count = 0;
     CUresult r = cu->p_cuDeviceGetCount(&count);
     if (r != CUDA_SUCCESS)
-        return mla__cu_fail(ctx->err, MLA_STATUS_SUCCESS, r, "cuDeviceGetCount");
+        return mla__cu_fail(MLA_STATUS_SUCCESS, r, "cuDeviceGetCount");
     if (device >= count)
-        return mla__ctx_fail(ctx, MLA_STATUS_NO_DEVICE,
-                             "CUDA device %d does not exist (%d device%s visible)", device, count,
-                             count == 1 ? "" : "s");
+        return mla__error(MLA_STATUS_NO_DEVICE,
+                          "device = %d: no such CUDA device (%d device%s visible)", device,
+                          count, count == 1 ? "" : "s");
 
     struct mla_gpu_context *g = calloc(1, sizeof(*g));
     if (!g)
-        return mla__ctx_fail(ctx, MLA_STATUS_OUT_OF_MEMORY, "out of host memory");
+        return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory");
     ctx->gpu = g;
     g->cu = cu;
     r = cu->p_cuDeviceGet(&g->dev, device);
     if (r != CUDA_SUCCESS) {
-        st = mla__cu_fail(ctx->err, MLA_STATUS_SUCCESS, r, "cuDeviceGet");
+        st = mla__cu_fail(MLA_STATUS_SUCCESS, r, "cuDeviceGet");
         goto fail;
     }
     if (cu->p_cuDeviceGetName(g->name, (int)sizeof(g->name), g->dev) != CUDA_SUCCESS)
@@ -362,14 +361,14 @@ mla_status_t mla__gpu_context_init(mla_context_t *ctx, int device)
                    "max shared memory per multiprocessor")))
         goto fail;
     if (!archs_cover(mla__gpu_archs(), g->cc_major, g->cc_minor)) {
-        st = no_image(ctx, "mla_context_create");
+        st = no_image(ctx, "embedded targets");
         goto fail;
     }
 
     r = cu->p_cuDevicePrimaryCtxRetain(&g->pctx, g->dev);
     if (r != CUDA_SUCCESS) {
         g->pctx = NULL;
-        st = mla__cu_fail(ctx->err, MLA_STATUS_SUCCESS, r, "cuDevicePrimaryCtxRetain");
+        st = mla__cu_fail(MLA_STATUS_SUCCESS, r, "cuDevicePrimaryCtxRetain");
         goto fail;
     }
     if ((st = mla__gpu_push(ctx)) != MLA_STATUS_SUCCESS)

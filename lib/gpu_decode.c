@@ -200,19 +200,19 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a, 
     struct mla_gpu_context *g = ctx->gpu;
     const struct mla_gpu_plan *gp = plan->gpu;
     if (!g || !gp)
-        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR, "mla_decode: plan not initialized");
+        return mla__error(MLA_STATUS_INTERNAL_ERROR, "plan not initialized");
     if (gp->hopper_required && (steps & MLA_GPU_STEP_DECODE)) {
         struct mla_hopper_params probe;
         CUresult er = CUDA_SUCCESS;
         const struct mla_decode_params p = call_params(gp, a);
         const int ok = hopper_maps(g->cu, &p, gp->hopper_pair, &probe, &er);
         if (ok < 0)
-            return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, er, "cuTensorMapEncodeTiled");
+            return mla__cu_fail(MLA_STATUS_CUDA_ERROR, er, "cuTensorMapEncodeTiled");
         if (!ok)
-            return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
-                                 "mla_decode: MLA_KERNEL requires an sm_90a kernel, but this "
-                                 "call needs the portable kernel (kv or scales not 16-byte "
-                                 "aligned, or num_pages * page_size >= 2^31)");
+            return mla__error(MLA_STATUS_NOT_SUPPORTED,
+                              "MLA_KERNEL requires an sm_90a kernel, but this call needs the "
+                              "portable kernel (kv or scales not 16-byte aligned, or num_pages "
+                              "* page_size >= 2^31)");
     }
     const struct mla_decode_params p = call_params(gp, a);
     CUstream stream = (CUstream)a->stream;
@@ -227,7 +227,7 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a, 
         r = queue_decode(ctx, gp, &p, stream, &what);
     mla__gpu_pop(ctx);
     if (r != CUDA_SUCCESS)
-        return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, what);
+        return mla__cu_fail(MLA_STATUS_CUDA_ERROR, r, what);
     return MLA_STATUS_SUCCESS;
 }
 
@@ -236,7 +236,7 @@ mla_status_t mla__gpu_append(mla_context_t *ctx, const struct mla_shape *s,
 {
     struct mla_gpu_context *g = ctx->gpu;
     if (!g)
-        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR, "mla_kv_append: no CUDA context");
+        return mla__error(MLA_STATUS_INTERNAL_ERROR, "no CUDA context");
     if (a->n <= 0)
         return MLA_STATUS_SUCCESS;
     const struct mla_cuda_api *cu = g->cu;
@@ -274,7 +274,7 @@ mla_status_t mla__gpu_append(mla_context_t *ctx, const struct mla_shape *s,
     }
     mla__gpu_pop(ctx);
     if (r != CUDA_SUCCESS)
-        return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, "cuLaunchKernelEx(mla_append)");
+        return mla__cu_fail(MLA_STATUS_CUDA_ERROR, r, "cuLaunchKernelEx(mla_append)");
     return MLA_STATUS_SUCCESS;
 }
 
@@ -289,8 +289,8 @@ mla_status_t mla__gpu_read_header(const mla_plan_t *plan, const void *workspace,
     mla_context_t *ctx = plan->ctx;
     struct mla_gpu_context *g = ctx->gpu;
     if (!g)
-        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR,
-                             "mla_workspace_status: no CUDA context");
+        return mla__error(MLA_STATUS_INTERNAL_ERROR,
+                             "no CUDA context");
     const struct mla_cuda_api *cu = g->cu;
     mla_status_t st = mla__gpu_push(ctx);
     if (st != MLA_STATUS_SUCCESS)
@@ -303,6 +303,6 @@ mla_status_t mla__gpu_read_header(const mla_plan_t *plan, const void *workspace,
     }
     mla__gpu_pop(ctx);
     if (r != CUDA_SUCCESS)
-        return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, what);
+        return mla__cu_fail(MLA_STATUS_CUDA_ERROR, r, what);
     return MLA_STATUS_SUCCESS;
 }

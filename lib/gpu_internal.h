@@ -83,7 +83,7 @@ struct mla_gpu_plan {
 int mla__gpu_kernel_choice(void);
 
 /* Make the context's primary context current on this thread (push), and
- * undo it (pop).  Push failures go to ctx->err. */
+ * undo it (pop).  A push failure leaves the thread's message. */
 mla_status_t mla__gpu_push(mla_context_t *ctx);
 void mla__gpu_pop(mla_context_t *ctx);
 

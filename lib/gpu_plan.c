@@ -44,8 +44,8 @@ static mla_status_t choose_tiling(mla_context_t *ctx, const struct mla_shape *s,
     const int fi = mla__gpu_fmt_index(s->kv_format);
     static const char *const fnames[] = {"BF16", "FP8_E4M3", "FP8_DS_MLA"};
     if (fi < 0)
-        return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED, "mla_plan_create: KV format %d",
-                             s->kv_format);
+        return mla__error(MLA_STATUS_NOT_SUPPORTED, "MLA_PARAM_KV_FORMAT = %d has no kernel",
+                          s->kv_format);
     const int32_t fmt = s->kv_format;
     const int lo = 1; /* the kernels accept 1..MLA_MAX_STAGES stages */
     const int32_t cand[2] = {64, 32};
@@ -57,9 +57,9 @@ static mla_status_t choose_tiling(mla_context_t *ctx, const struct mla_shape *s,
         const struct mla_gpu_kernel *k = &g->decode[fi][mla__gpu_bn_index(bn)];
         if (!k->fn) {
             if (s->block_n)
-                return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
-                                     "mla_plan_create: block_n %d for %s is not in this build",
-                                     bn, fnames[fi]);
+                return mla__error(MLA_STATUS_NOT_SUPPORTED,
+                                  "MLA_PARAM_BLOCK_N = %d for %s is not in this build", bn,
+                                  fnames[fi]);
             continue;
         }
         const int hi = max_fitting_stages(k, fmt, bn, spr);
@@ -72,10 +72,9 @@ static mla_status_t choose_tiling(mla_context_t *ctx, const struct mla_shape *s,
                 return MLA_STATUS_SUCCESS;
             }
             if (s->block_n || c == 1)
-                return mla__ctx_fail(
-                    ctx, MLA_STATUS_NOT_SUPPORTED,
-                    "mla_plan_create: %d KV stages with block_n %d for %s need %u bytes of "
-                    "shared memory; %s allows %d (stages %d..%d accepted)",
+                return mla__error(MLA_STATUS_NOT_SUPPORTED,
+                    "MLA_PARAM_NUM_KV_STAGES = %d with MLA_PARAM_BLOCK_N = %d for %s needs %u "
+                    "bytes of shared memory; %s allows %d (stages %d..%d accepted)",
                     st, bn, fnames[fi], mla_decode_smem_bytes(fmt, bn, st, spr), g->name,
                     k->max_dyn_smem, lo, MLA_MAX_STAGES);
             continue;
@@ -86,14 +85,14 @@ static mla_status_t choose_tiling(mla_context_t *ctx, const struct mla_shape *s,
             return MLA_STATUS_SUCCESS;
         }
         if (s->block_n)
-            return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
-                                 "mla_plan_create: block_n %d for %s needs %u bytes of shared "
-                                 "memory for %d stages; %s allows %d",
+            return mla__error(MLA_STATUS_NOT_SUPPORTED,
+                              "MLA_PARAM_BLOCK_N = %d for %s needs %u bytes of shared "
+                              "memory for %d stages; %s allows %d",
                                  bn, fnames[fi], mla_decode_smem_bytes(fmt, bn, lo, spr), lo,
                                  g->name, k->max_dyn_smem);
     }
-    return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
-                         "mla_plan_create: no decode kernel for %s fits %s (%d bytes of shared "
+    return mla__error(MLA_STATUS_NOT_SUPPORTED,
+                         "no decode kernel for %s fits %s (%d bytes of shared "
                          "memory per block)",
                          fnames[fi], g->name, g->smem_optin);
 }
@@ -185,8 +184,8 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
     *pair = 0;
     *choice = mla__gpu_kernel_choice();
     if (*choice < 0)
-        return mla__ctx_fail(ctx, MLA_STATUS_INVALID_ARGUMENT,
-                             "mla_plan_create: MLA_KERNEL=%s (auto, portable, hopper, "
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                             "MLA_KERNEL=%s (auto, portable, hopper, "
                              "hopper-wide, hopper-narrow or hopper-pair)",
                              getenv("MLA_KERNEL"));
     if (*choice == MLA_GPU_KERNEL_PORTABLE)
@@ -216,8 +215,8 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
         why = s->kv_format == MLA_FMT_BF16 ? "the pair kernels take FP8 caches only"
                                            : "query heads per KV head not a multiple of 128";
     if (why && *choice != MLA_GPU_KERNEL_AUTO)
-        return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
-                             "mla_plan_create: MLA_KERNEL=%s, but the sm_90a kernel does not "
+        return mla__error(MLA_STATUS_NOT_SUPPORTED,
+                             "MLA_KERNEL=%s, but the sm_90a kernel does not "
                              "serve this shape: %s",
                              getenv("MLA_KERNEL"), why);
     if (why)
@@ -280,15 +279,15 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     mla_status_t st;
 
     if (!g)
-        return mla__ctx_fail(ctx, MLA_STATUS_INTERNAL_ERROR, "CUDA context not initialized");
+        return mla__error(MLA_STATUS_INTERNAL_ERROR, "CUDA context not initialized");
     if (s->head_dim_qk != MLA_D_QK || s->head_dim_v != MLA_D_V)
-        return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
-                             "mla_plan_create: head dims %d/%d (only %d/%d)", s->head_dim_qk,
-                             s->head_dim_v, MLA_D_QK, MLA_D_V);
+        return mla__error(MLA_STATUS_NOT_SUPPORTED,
+                          "MLA_PARAM_HEAD_DIM_QK = %d, MLA_PARAM_HEAD_DIM_V = %d: only %d "
+                          "and %d are supported",
+                          s->head_dim_qk, s->head_dim_v, MLA_D_QK, MLA_D_V);
     if (s->page_size < 1 || (s->page_size & (s->page_size - 1)))
-        return mla__ctx_fail(ctx, MLA_STATUS_INVALID_ARGUMENT,
-                             "mla_plan_create: page size %d is not a power of two",
-                             s->page_size);
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                          "MLA_PARAM_PAGE_SIZE = %d is not a power of two", s->page_size);
 
     const int32_t spr = mla__scales_per_row(s);
     int32_t bn = 0, stages = 0;
@@ -341,10 +340,10 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     }
     mla__gpu_pop(ctx);
     if (r != CUDA_SUCCESS)
-        return mla__cu_fail(ctx->err, MLA_STATUS_CUDA_ERROR, r, what);
+        return mla__cu_fail(MLA_STATUS_CUDA_ERROR, r, what);
     if (occ < 1)
-        return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED,
-                             "mla_plan_create: the decode kernel (block_n %d, %d stages, %u bytes "
+        return mla__error(MLA_STATUS_NOT_SUPPORTED,
+                             "the decode kernel (MLA_PARAM_BLOCK_N %d, %d stages, %u bytes "
                              "of shared memory) cannot be resident on %s",
                              bn, stages, smem, g->name);
 
@@ -365,7 +364,7 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
 
     struct mla_gpu_plan *gp = calloc(1, sizeof(*gp));
     if (!gp)
-        return mla__ctx_fail(ctx, MLA_STATUS_OUT_OF_MEMORY, "mla_plan_create: out of memory");
+        return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of memory");
 
     /* Workspace (kernels/mla_params.h): header, kept lengths, per-request
      * piece counts, the pieces, then the split pieces' partials (fp32 O

@@ -15,6 +15,10 @@
 
 #define MLA_ERRMSG_LEN 512
 
+/* Bytes of one bf16 q or latent row (576 dims) and of one output row (512). */
+#define MLA_D_QK_BYTES 1152u
+#define MLA_D_V_BYTES 1024u
+
 /* Handle magics: a wrong or freed handle is reported, not dereferenced
  * further than its first word. */
 #define MLA_MAGIC_CONTEXT 0x4d4c4143u /* "MLAC" */
@@ -42,7 +46,6 @@ struct mla_shape {
 struct mla_config {
     uint32_t magic;
     struct mla_shape s;
-    char err[MLA_ERRMSG_LEN];
 };
 
 enum mla_backend { MLA_BACKEND_CPU = 0, MLA_BACKEND_CUDA = 1 };
@@ -56,7 +59,6 @@ struct mla_context {
     enum mla_backend backend;
     int cpu_threads;             /* worker threads of the CPU backend */
     struct mla_gpu_context *gpu; /* NULL on the CPU backend */
-    char err[MLA_ERRMSG_LEN];
 };
 
 struct mla_plan {
@@ -100,16 +102,56 @@ struct mla_append_args {
 };
 
 /* ---- errors (lib/error.c) ---- */
-/* Format a message into buf (MLA_ERRMSG_LEN) and return status. */
+/* Per-thread messages.  Every public function that returns a status
+ * starts with mla__enter("its name"), which clears the calling thread's
+ * message, then names the context or config the call concerns with
+ * mla__bind() once that handle is known to be valid.  mla__error() writes
+ * "name: text" for this thread only and returns status. */
+void mla__enter(const char *func);
+void mla__bind(const void *handle);
+mla_status_t mla__error(mla_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* This thread's message if its last call concerned handle (any handle
+ * when NULL), else "". */
+const char *mla__message(const void *handle);
+/* A handle being destroyed: this thread's message no longer concerns it. */
+void mla__forget(const void *handle);
+/* Format a message into buf (MLA_ERRMSG_LEN, may be NULL); return status. */
 mla_status_t mla__fail(char *buf, mla_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-#define mla__ctx_fail(ctx, st, ...) mla__fail((ctx)->err, (st), __VA_ARGS__)
-void mla__clear(char *buf);
+
+/* ---- caller buffers (lib/buffers.c) ---- */
+struct mla_buf {
+    const void *p;  /* NULL: absent, not checked */
+    uint64_t bytes; /* extent the call reads or writes */
+    const char *name;
+};
+/* INVALID_ARGUMENT when a buffer runs past the
+ * end of the address space, or an output overlaps an input or another
+ * output. */
+mla_status_t mla__check_buffers(const struct mla_buf *out, int nout, const struct mla_buf *in,
+                                int nin);
+
+/* ---- handle arguments (lib/plan.c) ---- */
+/* 1 for a valid context (bound as the message's handle), else 0 with a
+ * message naming the argument. */
+int mla__context_arg(const mla_context_t *ctx, const char *name);
+/* 1 for a valid plan on a live context (the context is bound). */
+int mla__plan_arg(const mla_plan_t *plan);
 
 /* ---- shape helpers (lib/config.c) ---- */
 void mla__shape_defaults(struct mla_shape *s);
-/* Checks combinations; writes a message into err on failure. */
-mla_status_t mla__shape_validate(const struct mla_shape *s, char *err);
+/* Checks combinations; leaves a message on failure. */
+mla_status_t mla__shape_validate(const struct mla_shape *s);
+/* Bounds of MLA_PARAM_SOFTMAX_SCALE (when not 0), MLA_PARAM_KV_SCALE and
+ * of their product, which the GPU kernels apply as one fp32 factor. */
+#define MLA_SCALE_MIN 1e-30
+#define MLA_SCALE_MAX 1e30
+/* The product of the effective softmax scale and the KV scale is within
+ * those bounds (decode only); leaves a message on failure. */
+mla_status_t mla__scores_validate(const struct mla_shape *s);
+/* MLA_PARAM_NUM_HEADS etc.; "param" for a value that names none. */
+const char *mla__param_name(mla_param_t param);
 int32_t mla__row_bytes(const struct mla_shape *s);
 int32_t mla__scales_per_row(const struct mla_shape *s);
 double mla__softmax_scale(const struct mla_shape *s);
@@ -118,13 +160,12 @@ double mla__softmax_scale(const struct mla_shape *s);
 /* Lengths and block-table entries are validated here, before any write;
  * each call leaves the workspace header (kernels/mla_params.h) as the GPU
  * backend does. */
-mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_args *a, char *err);
-mla_status_t mla__cpu_schedule(const mla_plan_t *plan, const struct mla_decode_args *a, char *err);
-mla_status_t mla__cpu_decode_scheduled(const mla_plan_t *plan, const struct mla_decode_args *a,
-                                       char *err);
+mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_args *a);
+mla_status_t mla__cpu_schedule(const mla_plan_t *plan, const struct mla_decode_args *a);
+mla_status_t mla__cpu_decode_scheduled(const mla_plan_t *plan, const struct mla_decode_args *a);
 uint32_t mla__cpu_sched_tag(const mla_plan_t *plan);
 mla_status_t mla__cpu_append(const struct mla_shape *s, int threads,
-                             const struct mla_append_args *a, char *err);
+                             const struct mla_append_args *a);
 size_t mla__cpu_workspace_bytes(const struct mla_shape *s, int32_t batch, int32_t max_seq_len);
 
 /* ---- CUDA backend (lib/gpu_*.c; lib/no_gpu.c when built without CUDA) ---- */

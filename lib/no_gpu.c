@@ -10,8 +10,9 @@
 
 mla_status_t mla__gpu_context_init(mla_context_t *ctx, int device)
 {
+    (void)ctx;
     (void)device;
-    return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
+    return mla__error(MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
 }
 
 void mla__gpu_context_fini(mla_context_t *ctx)
@@ -21,7 +22,8 @@ void mla__gpu_context_fini(mla_context_t *ctx)
 
 mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
 {
-    return mla__ctx_fail(plan->ctx, MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
+    (void)plan;
+    return mla__error(MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
 }
 
 void mla__gpu_plan_fini(mla_plan_t *plan)
@@ -31,24 +33,27 @@ void mla__gpu_plan_fini(mla_plan_t *plan)
 
 mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a, int steps)
 {
+    (void)plan;
     (void)a;
     (void)steps;
-    return mla__ctx_fail(plan->ctx, MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
+    return mla__error(MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
 }
 
 mla_status_t mla__gpu_append(mla_context_t *ctx, const struct mla_shape *s,
                              const struct mla_append_args *a)
 {
+    (void)ctx;
     (void)s;
     (void)a;
-    return mla__ctx_fail(ctx, MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
+    return mla__error(MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
 }
 
 mla_status_t mla__gpu_read_header(const mla_plan_t *plan, const void *workspace, void *buf)
 {
+    (void)plan;
     (void)workspace;
     (void)buf;
-    return mla__ctx_fail(plan->ctx, MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
+    return mla__error(MLA_STATUS_NOT_SUPPORTED, NO_GPU_MSG);
 }
 
 const char *mla__gpu_archs(void)

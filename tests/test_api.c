@@ -77,6 +77,59 @@ START_TEST(context_no_such_device)
     ck_assert_msg(st == MLA_STATUS_NO_DEVICE || st == MLA_STATUS_NOT_SUPPORTED,
                   "device 4096: %s", mla_status_string(st));
     ck_assert_ptr_null(ctx);
+    /* The reason, though no context exists: the loader's or the driver's
+     * text without a driver, the device count with one. */
+    const char *why = mla_last_error();
+    ck_assert_msg(strncmp(why, "mla_context_create: ", 20) == 0 && strlen(why) > 30,
+                  "reason: \"%s\"", why);
+    if (st == MLA_STATUS_NOT_SUPPORTED)
+        ck_assert_ptr_nonnull(strstr(why, "without CUDA"));
+    else
+        ck_assert_msg(strstr(why, "libcuda.so.1") || strstr(why, "cuInit") ||
+                          strstr(why, "device = 4096"),
+                      "reason: \"%s\"", why);
+}
+END_TEST
+
+/* Failures with no handle leave their reason too, per thread. */
+START_TEST(last_error_without_handle)
+{
+    mla_context_t *ctx = NULL;
+    ck_assert_int_eq(mla_context_create(&ctx, -2), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_last_error(), "mla_context_create: device = -2: want a CUDA device "
+                     "ordinal >= 0 or MLA_DEVICE_CPU (-1)");
+    ck_assert_int_eq(mla_context_create(NULL, MLA_DEVICE_CPU), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_last_error(), "mla_context_create: ctx is NULL");
+    ck_assert_int_eq(mla_config_create(NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_last_error(), "mla_config_create: cfg is NULL");
+    ck_assert_int_eq(mla_config_set_int(NULL, MLA_PARAM_NUM_HEADS, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_last_error(), "mla_config_set_int: cfg is NULL");
+    ck_assert_int_eq(mla_decode(NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL, NULL, 0, NULL),
+                     MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_last_error(), "mla_decode: plan is NULL");
+    ck_assert_int_eq(mla_plan_workspace_size(NULL, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_last_error(), "mla_plan_workspace_size: plan is NULL");
+    ck_assert_int_eq(mla_workspace_status(NULL, NULL, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_last_error(), "mla_workspace_status: plan is NULL");
+    ck_assert_int_eq(mla_kv_append(NULL, NULL, NULL, NULL, 0, NULL, NULL, 0, NULL),
+                     MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_last_error(), "mla_kv_append: ctx is NULL");
+    /* A config passed as a context is refused by its magic. */
+    mla_config_t *cfg = NULL;
+    ck_assert_int_eq(mla_config_create(&cfg), MLA_STATUS_SUCCESS);
+    ck_assert_int_eq(mla_kv_append((mla_context_t *)(void *)cfg, cfg, NULL, NULL, 0, NULL, NULL, 0, NULL),
+                     MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(mla_last_error(), "mla_kv_append: ctx is not a context"));
+    ck_assert_str_eq(mla_config_last_error(cfg), "");
+    /* A success clears it; a failure about a config is there too. */
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_NUM_HEADS, 8), MLA_STATUS_SUCCESS);
+    ck_assert_str_eq(mla_last_error(), "");
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_NUM_HEADS, 129), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_last_error(), mla_config_last_error(cfg));
+    char kept[256];
+    snprintf(kept, sizeof kept, "%s", mla_last_error());
+    mla_config_destroy(cfg);
+    ck_assert_str_eq(mla_last_error(), kept);
 }
 END_TEST
 
@@ -213,6 +266,58 @@ START_TEST(config_floats)
     ck_assert_int_eq(mla_config_get_float(cfg, MLA_PARAM_KV_SCALE, NULL), MLA_STATUS_INVALID_ARGUMENT);
     ck_assert_int_eq(mla_config_set_float(NULL, MLA_PARAM_KV_SCALE, 1), MLA_STATUS_INVALID_ARGUMENT);
     mla_config_destroy(cfg);
+}
+END_TEST
+
+/* The bounds of the scales are the ones documented, and the message says
+ * which condition failed. */
+START_TEST(config_scale_bounds)
+{
+    mla_config_t *cfg = new_config();
+    mla_context_t *ctx = NULL;
+    mla_plan_t *plan = NULL;
+    double d;
+    ck_assert_int_eq(mla_context_create(&ctx, MLA_DEVICE_CPU), 0);
+    static const struct { mla_param_t p; double v; mla_status_t want; } k[] = {
+        {MLA_PARAM_SOFTMAX_SCALE, 1e30, MLA_STATUS_SUCCESS},
+        {MLA_PARAM_SOFTMAX_SCALE, 1e-30, MLA_STATUS_SUCCESS},
+        {MLA_PARAM_SOFTMAX_SCALE, 0.0, MLA_STATUS_SUCCESS},
+        {MLA_PARAM_SOFTMAX_SCALE, 1e31, MLA_STATUS_INVALID_ARGUMENT},
+        {MLA_PARAM_SOFTMAX_SCALE, 1e-31, MLA_STATUS_INVALID_ARGUMENT},
+        {MLA_PARAM_SOFTMAX_SCALE, 1e-300, MLA_STATUS_INVALID_ARGUMENT},
+        {MLA_PARAM_SOFTMAX_SCALE, -1e-30, MLA_STATUS_INVALID_ARGUMENT},
+        {MLA_PARAM_KV_SCALE, 1e30, MLA_STATUS_SUCCESS},
+        {MLA_PARAM_KV_SCALE, 1e-30, MLA_STATUS_SUCCESS},
+        {MLA_PARAM_KV_SCALE, 1e31, MLA_STATUS_INVALID_ARGUMENT},
+        {MLA_PARAM_KV_SCALE, 1e-31, MLA_STATUS_INVALID_ARGUMENT},
+        {MLA_PARAM_KV_SCALE, NAN, MLA_STATUS_INVALID_ARGUMENT},
+        {MLA_PARAM_KV_SCALE, -INFINITY, MLA_STATUS_INVALID_ARGUMENT},
+    };
+    for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+        mla_status_t st = mla_config_set_float(cfg, k[i].p, k[i].v);
+        ck_assert_msg(st == k[i].want, "param %d = %g: %s", (int)k[i].p, k[i].v,
+                      mla_status_string(st));
+        if (st != MLA_STATUS_SUCCESS)
+            ck_assert_msg(strstr(mla_config_last_error(cfg), "[1e-30, 1e+30]"),
+                          "param %d = %g: \"%s\"", (int)k[i].p, k[i].v,
+                          mla_config_last_error(cfg));
+    }
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_set_float: MLA_PARAM_KV_SCALE = -inf: "
+                     "want a value in [1e-30, 1e+30]");
+    /* Each in range, the product not: refused at plan creation. */
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_KV_FORMAT, MLA_KV_FP8_E4M3), 0);
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_KV_SCALE, 1e30), 0);
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_SOFTMAX_SCALE, 1e10), 0);
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 1, 16), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(mla_context_last_error(ctx), "MLA_PARAM_SOFTMAX_SCALE * MLA_PARAM_KV_SCALE"));
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_SOFTMAX_SCALE, 0), 0); /* 1/24 */
+    ck_assert_int_eq(mla_config_get_float(cfg, MLA_PARAM_SOFTMAX_SCALE, &d), 0);
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 1, 16), MLA_STATUS_SUCCESS);
+    mla_plan_destroy(plan);
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_KV_SCALE, 1e-30), 0);
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 1, 16), MLA_STATUS_INVALID_ARGUMENT);
+    mla_config_destroy(cfg);
+    mla_context_destroy(ctx);
 }
 END_TEST
 
@@ -400,7 +505,23 @@ START_TEST(decode_args)
                       mla_status_string(r[i].got), mla_status_string(r[i].want));
         ck_assert_msg(untouched(&f), "case %zu wrote output", i);
     }
-    ck_assert_str_ne(mla_context_last_error(f.ctx), "");
+    /* Each failure leaves a message naming the function (the message is
+     * per thread, so each call is checked right after it). */
+    static const char *const needles[] = {"q is NULL", "num_pages = 0", "max_pages_per_seq = 0",
+                                          "workspace_size = 0", "kv_block_scales"};
+    mla_status_t got[5];
+    got[0] = DECODE(&f, NULL, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size);
+    ck_assert_str_eq(mla_context_last_error(f.ctx), "mla_decode: q is NULL");
+    for (int i = 1; i < 5; i++) {
+        got[i] = i == 1 ? DECODE(&f, f.q, f.kv, NULL, 0, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size)
+               : i == 2 ? DECODE(&f, f.q, f.kv, NULL, 4, f.table, 0, f.lens, f.out, f.lse, f.ws, f.ws_size)
+               : i == 3 ? DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, 0)
+                        : DECODE(&f, f.q, f.kv, f.scales, 4, f.table, 2, f.lens, f.out, f.lse, f.ws, f.ws_size);
+        const char *m = mla_context_last_error(f.ctx);
+        ck_assert_int_ne(got[i], MLA_STATUS_SUCCESS);
+        ck_assert_msg(strncmp(m, "mla_decode: ", 12) == 0 && strstr(m, needles[i]),
+                      "case %d: \"%s\" lacks \"mla_decode: ...%s\"", i, m, needles[i]);
+    }
 
     /* Lengths beyond the block table (2 pages of 16) or the plan (32). */
     mla_status_t dst;
@@ -585,6 +706,198 @@ START_TEST(append_args)
 }
 END_TEST
 
+/* Outputs that overlap inputs.  Request 0's LSE lands on request 1's
+ * length: the length re-read after validation would index the block table
+ * far out of bounds.  One worker thread, so request 0 runs first. */
+START_TEST(decode_lse_over_seq_lens)
+{
+    struct fixture f;
+    setenv("MLA_CPU_THREADS", "1", 1);
+    fx_init(&f, 0);
+    unsetenv("MLA_CPU_THREADS");
+    float *buf = aligned_alloc(64, 64 * sizeof(float));
+    int32_t *lens = (int32_t *)(buf + 4); /* lse[4], lse[5] of request 0 */
+    memset(buf, 0x5a, 64 * sizeof(float));
+    lens[0] = 20;
+    lens[1] = 5;
+    unsigned char before[64 * sizeof(float)];
+    memcpy(before, buf, sizeof(before));
+    ck_assert_int_eq(DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, lens, f.out, buf, f.ws, f.ws_size),
+                     MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_msg(memcmp(before, buf, sizeof(before)) == 0, "lse written");
+    ck_assert(untouched(&f));
+    ck_assert_ptr_nonnull(strstr(mla_context_last_error(f.ctx), "lse"));
+    ck_assert_ptr_nonnull(strstr(mla_context_last_error(f.ctx), "seq_lens"));
+    /* Right after the lengths is fine. */
+    ck_assert_int_eq(DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, lens, f.out, buf + 6, f.ws, f.ws_size),
+                     MLA_STATUS_SUCCESS);
+    free(buf);
+    fx_fini(&f);
+}
+END_TEST
+
+/* Every output against every input and the other outputs, each placed
+ * inside one arena whose bytes must survive a refused call. */
+START_TEST(decode_overlaps)
+{
+    enum { Q, KV, SC, BT, LENS, OUT, LSE, WS, NBUF };
+    static const char *const names[NBUF] = {"q", "kv_cache", "kv_block_scales", "block_table",
+                                            "seq_lens", "out", "lse", "workspace"};
+    struct fixture f;
+    fx_init(&f, 1);
+    const size_t sz[NBUF] = {FX_BATCH * FX_HEADS * 576 * 2, FX_PAGES * FX_PAGE * 576,
+                             FX_PAGES * FX_PAGE * 9 * 4, FX_BATCH * 2 * 4, FX_BATCH * 4,
+                             FX_BATCH * FX_HEADS * 512 * 2, FX_BATCH * FX_HEADS * 4, f.ws_size};
+    /* Slots of the largest size, so an output moved onto a buffer
+     * overlaps that buffer only. */
+    size_t slot = 0;
+    for (int i = 0; i < NBUF; i++)
+        slot = sz[i] > slot ? sz[i] : slot;
+    slot = (slot + 255) / 256 * 256;
+    const size_t total = slot * NBUF;
+    unsigned char *arena = aligned_alloc(256, total), *copy = malloc(total);
+    for (int o = OUT; o < NBUF; o++) {
+        for (int i = 0; i < NBUF; i++) {
+            if (i == o)
+                continue;
+            /* Lay the buffers out apart, then move output o onto buffer i. */
+            void *p[NBUF];
+            for (int k = 0; k < NBUF; k++)
+                p[k] = arena + slot * (size_t)k;
+            p[o] = p[i];
+            memset(arena, 0, total);
+            memcpy(p[Q], f.q, sz[Q] < 4096 ? sz[Q] : 4096);
+            ((int32_t *)p[LENS])[0] = 3, ((int32_t *)p[LENS])[1] = 2;
+            for (int k = 0; k < 4; k++)
+                ((int32_t *)p[BT])[k] = k;
+            if (i == LENS || i == BT) { /* keep the indices valid */
+                ((int32_t *)p[LENS])[0] = 1, ((int32_t *)p[LENS])[1] = 1;
+                for (int k = 0; k < 4; k++)
+                    ((int32_t *)p[BT])[k] = 0;
+            }
+            memcpy(copy, arena, total);
+            mla_status_t st = mla_decode(f.plan, p[Q], p[KV], p[SC], FX_PAGES, p[BT], 2, p[LENS],
+                                         p[OUT], p[LSE], p[WS], f.ws_size, NULL);
+            ck_assert_msg(st == MLA_STATUS_INVALID_ARGUMENT, "%s over %s: %s", names[o],
+                          names[i], mla_status_string(st));
+            ck_assert_msg(memcmp(copy, arena, total) == 0, "%s over %s: written", names[o],
+                          names[i]);
+            ck_assert_msg(strstr(mla_context_last_error(f.ctx), names[o]) &&
+                              strstr(mla_context_last_error(f.ctx), names[i]),
+                          "%s over %s: message \"%s\"", names[o], names[i],
+                          mla_context_last_error(f.ctx));
+        }
+    }
+    free(arena);
+    free(copy);
+    fx_fini(&f);
+}
+END_TEST
+
+/* The cache and its block scales are outputs of an append. */
+START_TEST(append_overlaps)
+{
+    struct fixture f;
+    fx_init(&f, 1);
+    int64_t *slots = aligned_alloc(64, 64);
+    slots[0] = 5;
+    slots[1] = 7;
+    uint8_t *copy = malloc(FX_PAGES * FX_PAGE * 1152);
+    memcpy(copy, f.kv, FX_PAGES * FX_PAGE * 1152);
+    struct { const void *lat; const int64_t *sl; float *sc; const char *a, *b; } r[] = {
+        {f.kv + 576, slots, f.scales, "kv_cache", "latent"},
+        {f.q, (const int64_t *)(f.kv + 64), f.scales, "kv_cache", "slots"},
+        {f.q, slots, (float *)(f.kv + 1024), "kv_block_scales", "kv_cache"},
+        {f.scales, slots, f.scales + 16, "kv_block_scales", "latent"},
+    };
+    for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+        mla_status_t st = mla_kv_append(f.ctx, f.cfg, f.kv, r[i].sc, FX_PAGES, r[i].lat, r[i].sl, 2, NULL);
+        ck_assert_msg(st == MLA_STATUS_INVALID_ARGUMENT, "case %zu: %s", i, mla_status_string(st));
+        ck_assert_msg(memcmp(copy, f.kv, FX_PAGES * FX_PAGE * 1152) == 0, "case %zu wrote", i);
+        ck_assert_msg(strstr(mla_context_last_error(f.ctx), r[i].a) &&
+                          strstr(mla_context_last_error(f.ctx), r[i].b),
+                      "case %zu: message \"%s\"", i, mla_context_last_error(f.ctx));
+    }
+    free(slots);
+    free(copy);
+    fx_fini(&f);
+}
+END_TEST
+
+/* ---- messages ---------------------------------------------------------------- */
+
+/* Every failure on a handle leaves a message: the function's name, then the
+ * parameter by its public name; a success on the handle clears it. */
+START_TEST(messages)
+{
+    mla_config_t *cfg = new_config();
+    mla_context_t *ctx = NULL;
+    mla_plan_t *plan = NULL;
+    int64_t v;
+    double d;
+    ck_assert_int_eq(mla_context_create(&ctx, MLA_DEVICE_CPU), 0);
+
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_PAGE_SIZE, 48), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg),
+                     "mla_config_set_int: MLA_PARAM_PAGE_SIZE = 48: want a power of two in [1, 1024]");
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_PAGE_SIZE, 64), 0);
+    ck_assert_str_eq(mla_config_last_error(cfg), "");
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_NUM_HEADS, 0), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg),
+                     "mla_config_set_int: MLA_PARAM_NUM_HEADS = 0: want a value in [1, 128]");
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_KV_ROW_BYTES, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_set_int: MLA_PARAM_KV_ROW_BYTES is read-only");
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_SOFTMAX_SCALE, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_set_int: MLA_PARAM_SOFTMAX_SCALE is "
+                     "floating-point: use mla_config_set_float");
+    ck_assert_int_eq(mla_config_set_int(cfg, (mla_param_t)99, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_set_int: param = 99 is not an mla_param_t");
+    /* The getters. */
+    ck_assert_int_eq(mla_config_get_int(cfg, MLA_PARAM_NUM_HEADS, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_get_int: value is NULL");
+    ck_assert_int_eq(mla_config_get_int(cfg, (mla_param_t)77, &v), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_get_int: param = 77 is not an mla_param_t");
+    ck_assert_int_eq(mla_config_get_float(cfg, MLA_PARAM_NUM_HEADS, &d), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_get_float: MLA_PARAM_NUM_HEADS is an "
+                     "integer parameter: use mla_config_get_int");
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_PARAM_Q_LEN, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_set_float: MLA_PARAM_Q_LEN is an "
+                     "integer parameter: use mla_config_set_int");
+    ck_assert_int_eq(mla_config_get_float(cfg, MLA_PARAM_KV_SCALE, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_get_float: value is NULL");
+
+    /* Plans. */
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 0, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_context_last_error(ctx), "mla_plan_create: batch = 0: want a value in [1, 65535]");
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, NULL, 1, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_context_last_error(ctx), "mla_plan_create: cfg is NULL");
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_NUM_KV_HEADS, 3), 0);
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 1, 1), MLA_STATUS_NOT_SUPPORTED);
+    ck_assert_str_eq(mla_context_last_error(ctx), "mla_plan_create: MLA_PARAM_NUM_KV_HEADS = 3 does "
+                     "not divide MLA_PARAM_NUM_HEADS = 128");
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_NUM_KV_HEADS, 1), 0);
+    ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, 1, 16), 0);
+    ck_assert_str_eq(mla_context_last_error(ctx), "");
+    ck_assert_int_eq(mla_plan_workspace_size(plan, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_context_last_error(ctx), "mla_plan_workspace_size: bytes is NULL");
+    void *ws = aligned_alloc(256, 256);
+    mla_status_t dst;
+    ck_assert_int_eq(mla_workspace_status(plan, ws, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_context_last_error(ctx), "mla_workspace_status: device_status is NULL");
+    ck_assert_int_eq(mla_workspace_status(plan, (char *)ws + 4, &dst), MLA_STATUS_MISALIGNED);
+    ck_assert_ptr_nonnull(strstr(mla_context_last_error(ctx), "mla_workspace_status: workspace = "));
+    /* Appends. */
+    ck_assert_int_eq(mla_kv_append(ctx, cfg, ws, NULL, 1, NULL, NULL, -1, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_context_last_error(ctx), "mla_kv_append: n = -1: want at least 0");
+    ck_assert_int_eq(mla_kv_append(ctx, NULL, ws, NULL, 1, NULL, NULL, 0, NULL), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_context_last_error(ctx), "mla_kv_append: cfg is NULL");
+    free(ws);
+    mla_plan_destroy(plan);
+    mla_config_destroy(cfg);
+    mla_context_destroy(ctx);
+}
+END_TEST
+
 static Suite *api_suite(void)
 {
     Suite *s = suite_create("api");
@@ -594,15 +907,21 @@ static Suite *api_suite(void)
     tcase_add_test(tc, status_strings);
     tcase_add_test(tc, context_args);
     tcase_add_test(tc, context_no_such_device);
+    tcase_add_test(tc, last_error_without_handle);
     tcase_add_test(tc, config_defaults);
     tcase_add_loop_test(tc, config_set_int_cases, 0, (int)(sizeof(int_cases) / sizeof(int_cases[0])));
     tcase_add_test(tc, config_floats);
+    tcase_add_test(tc, config_scale_bounds);
     tcase_add_test(tc, config_copy_and_nulls);
     tcase_add_test(tc, plan_args);
     tcase_add_test(tc, decode_args);
     tcase_add_test(tc, schedule_then_decode);
     tcase_add_test(tc, decode_needs_scales);
     tcase_add_test(tc, append_args);
+    tcase_add_test(tc, decode_lse_over_seq_lens);
+    tcase_add_test(tc, decode_overlaps);
+    tcase_add_test(tc, append_overlaps);
+    tcase_add_test(tc, messages);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -311,9 +311,15 @@ START_TEST(block_scale)
     ck_assert(mla_block_scale_pow2(NAN, 1.0f) == 1.0f);
     ck_assert(mla_block_scale_pow2(INFINITY, 1.0f) == 1.0f);
     ck_assert(mla_block_scale_pow2(-3.0f, 1.0f) == 1.0f);
-    ck_assert(mla_block_scale_pow2(1e-40f, 1.0f) == 0x1p-126f); /* clamped below */
+    /* bf16 subnormals get the exact power of two, subnormal itself:
+     * 1e-40 / 448 lies in (2^-142, 2^-141]. */
+    ck_assert(mla_block_scale_pow2(1e-40f, 1.0f) == 0x1p-141f);
+    ck_assert(mla_block_scale_pow2(f_from_bits(1), 1.0f) == 0x1p-149f);  /* 2^-149 / 448 */
+    ck_assert(mla_block_scale_pow2(f_from_bits(1), 1e30f) == 0x1p-149f); /* none smaller */
+    ck_assert(mla_block_scale_pow2(448 * 0x1p-140f, 1.0f) == 0x1p-140f);
+    ck_assert(mla_block_scale_pow2(nextafterf(448 * 0x1p-140f, 1), 1.0f) == 0x1p-139f);
     ck_assert(mla_block_scale_pow2(FLT_MAX, 1.0f) == 0x1p120f);
-    ck_assert(mla_block_scale_pow2(FLT_MAX, 1e-30f) == 1.0f); /* t overflows to inf */
+    ck_assert(mla_block_scale_pow2(FLT_MAX, 1e-30f) == 0x1p127f); /* none large enough */
     /* t = 1.5 * 2^127 / 0.875 is finite but rounds up past 2^127: clamped. */
     ck_assert(mla_block_scale_pow2(0x1.8p127f, 0x1p-9f) == 0x1p127f);
     /* Random: a power of two s with t <= s < 2t, t as the spec computes it. */
@@ -337,7 +343,72 @@ START_TEST(amax_accum)
     ck_assert(mla_amax_accum(0.0f, -3.0f) == 3.0f);
     ck_assert(mla_amax_accum(4.0f, -3.0f) == 4.0f);
     ck_assert(mla_amax_accum(1.0f, NAN) == 1.0f);
-    ck_assert(mla_amax_accum(1.0f, -INFINITY) == INFINITY);
+    /* Infinities are skipped like NaN: the scale follows the finite values. */
+    ck_assert(mla_amax_accum(1.0f, -INFINITY) == 1.0f);
+    ck_assert(mla_amax_accum(0.0f, INFINITY) == 0.0f);
+    ck_assert(mla_amax_accum(0.0f, -f_from_bits(5)) == f_from_bits(5));
+    ck_assert(mla_amax_accum(f_from_bits(5), f_from_bits(4)) == f_from_bits(5));
+}
+END_TEST
+
+/* The block scale against its definition, in long double (exact here):
+ * the smallest fp32 power of two s with amax <= 448 kv s. */
+START_TEST(block_scale_exact)
+{
+    int i;
+    rnd_start(14);
+    for (i = 0; i < 200000; i++) {
+        /* amax anywhere from fp32 subnormals up; kv in [1e-30, 1e30]. */
+        float amax = i % 3 ? (float)ldexp(1.0 + rnd_unit(), rnd_int(300) - 170)
+                           : f_from_bits(1 + (uint32_t)rnd_int(0x7fffff));
+        float kv = (float)ldexp(1.0 + rnd_unit(), rnd_int(199) - 99);
+        float s = mla_block_scale_pow2(amax, kv);
+        long double lim = 448.0L * kv;
+        if (amax == 0 || isinf(amax))
+            continue;
+        REQUIRE(is_pow2(s), "amax %a kv %a: %a", (double)amax, (double)kv, (double)s);
+        if (s == 0x1p127f && amax > lim * s)
+            continue; /* no power of two is large enough */
+        REQUIRE(amax <= lim * s, "amax %a kv %a: s %a too small", (double)amax, (double)kv,
+                (double)s);
+        REQUIRE(s == 0x1p-149f || amax > lim * (s / 2), "amax %a kv %a: s %a not the smallest",
+                (double)amax, (double)kv, (double)s);
+    }
+}
+END_TEST
+
+/* One quantized value against the nearest code of the exact quotient
+ * (double holds kv * s exactly; the quotient's rounding to 53 bits cannot
+ * move it across an e4m3 midpoint here), subnormal scales included. */
+START_TEST(quantize_exact)
+{
+    int i;
+    rnd_start(15);
+    for (i = 0; i < 200000; i++) {
+        /* x: a bf16 value, subnormals included; s: a power of two from
+         * 2^-149 or an arbitrary fp32 scale; kv in [1e-30, 1e30]. */
+        uint16_t h = (uint16_t)rnd_u64();
+        float x = mla_bf16_to_float(h);
+        float kv = i % 2 ? 1.0f : (float)ldexp(1.0 + rnd_unit(), rnd_int(41) - 20);
+        float s = i % 4 < 3 ? (float)ldexp(1.0, rnd_int(277) - 149)
+                            : (float)ldexp(1.0 + rnd_unit(), rnd_int(60) - 30);
+        uint8_t got, want;
+        if (isnan(x)) {
+            REQUIRE(mla_e4m3_quantize(x, kv, s) == 0x7f, "NaN");
+            continue;
+        }
+        got = mla_e4m3_quantize(x, kv, s);
+        want = ref_e4m3_encode((double)x / ((double)kv * (double)s));
+        REQUIRE(got == want, "e4m3(%a / (%a * %a)) = 0x%02x, want 0x%02x", (double)x, (double)kv,
+                (double)s, got, want);
+    }
+    ck_assert_uint_eq(mla_e4m3_quantize(INFINITY, 0.5f, 0x1p-149f), 0x7e);
+    ck_assert_uint_eq(mla_e4m3_quantize(-INFINITY, 1.0f, 1.0f), 0xfe);
+    ck_assert_uint_eq(mla_e4m3_quantize(-0.0f, 1.0f, 0x1p-140f), 0x80);
+    ck_assert_uint_eq(mla_e4m3_quantize(f_from_bits(1), 1.0f, 0x1p-149f), 0x38); /* 1.0 */
+    /* 0x1p-130 / 2^-141 = 2^11: saturates; tie 464 -> 448 (even). */
+    ck_assert_uint_eq(mla_e4m3_quantize(0x1p-130f, 1.0f, 0x1p-141f), 0x7e);
+    ck_assert_uint_eq(mla_e4m3_quantize(464.0f * 0x1p-141f, 1.0f, 0x1p-141f), 0x7e);
 }
 END_TEST
 
@@ -518,9 +589,7 @@ START_TEST(append_roundtrip)
                     if (amax == 0)
                         REQUIRE(s == 1.0, "scale %g of a zero block", s);
                     else
-                        REQUIRE(amax / (kv * s) <= 448.0 * (1 + 0x1p-22) &&
-                                          (s <= 0x1p-126 ||
-                                           amax / (kv * s / 2) > 448.0 * (1 - 0x1p-22)),
+                        REQUIRE(amax <= 448.0 * kv * s && amax > 448.0 * kv * (s / 2),
                                       "scale %g is not the smallest for amax %g", s, amax);
                 }
                 /* The exact rule, as the GPU applies it. */
@@ -574,6 +643,114 @@ START_TEST(append_saturation)
     free(cache), free(lat);
 }
 END_TEST
+
+/* Blocks of bf16 subnormals take the exact (subnormal) power-of-two
+ * scale, not a clamped one; a block's Inf values do not set its scale
+ * (they saturate to +-448 * kv * s) and neither do NaNs (stored as 0x7f);
+ * a block of only NaN, Inf and zeros has scale 1. */
+static void append_edge_rows(uint16_t *lat)
+{
+    int c;
+    for (c = 0; c < 576; c++) {
+        /* Row 0: subnormal bf16 values, some blocks smaller than others. */
+        lat[c] = (uint16_t)((c % 2 ? 0x8000 : 0) | (1 + (c * 37 + c / 128 * 11) % (c < 256 ? 0x7f : 0x0f)));
+        /* Row 1: ordinary values with one +Inf and one -Inf per 128. */
+        lat[576 + c] = mla_float_to_bf16((float)(0.01 * ((c * 13) % 97 - 48)));
+        if (c % 128 == 5)
+            lat[576 + c] = 0x7f80;
+        if (c % 128 == 77)
+            lat[576 + c] = 0xff80;
+        /* Row 2: NaN, Inf and zeros only. */
+        lat[2 * 576 + c] = c % 3 == 0 ? 0x7fc0 : c % 3 == 1 ? 0xff80 : 0x0000;
+    }
+}
+
+static void check_edge_rows(const uint16_t *lat, const uint8_t *cache, const float *scales, int fmt,
+                            int g, float kv)
+{
+    int r, c;
+    for (r = 0; r < 3; r++) {
+        const uint16_t *x = lat + r * 576;
+        const uint8_t *p = cache + r * row_bytes_of(fmt);
+        int blen = fmt == MLA_KV_FP8_DS_MLA ? 128 : g;
+        for (c = 0; c < (fmt == MLA_KV_FP8_DS_MLA ? 512 : 576); c++) {
+            int blk = c / blen, c0 = blk * blen, c1 = c0 + blen < 576 ? c0 + blen : 576, cc;
+            double s = fmt == MLA_KV_FP8_DS_MLA ? rdf(p + 512 + 4 * blk)
+                                                 : scales[r * spr_of(fmt, g) + blk];
+            double amax = 0, xv = ref_bf16(x[c]);
+            for (cc = c0; cc < c1; cc++)
+                if (isfinite(ref_bf16(x[cc])) && fabs(ref_bf16(x[cc])) > amax)
+                    amax = fabs(ref_bf16(x[cc]));
+            if (amax == 0) {
+                REQUIRE(s == 1.0, "row %d block %d: scale %a, want 1", r, blk, s);
+            } else {
+                REQUIRE(is_pow2(s) && amax <= 448.0 * kv * s &&
+                            (s == 0x1p-149 || amax > 448.0 * kv * (s / 2)),
+                        "row %d block %d: scale %a for amax %a", r, blk, s, amax);
+            }
+            if (isnan(xv)) {
+                REQUIRE(p[c] == 0x7f, "row %d ch %d: NaN -> 0x%02x", r, c, p[c]);
+            } else if (isinf(xv)) {
+                REQUIRE(p[c] == (xv > 0 ? 0x7e : 0xfe), "row %d ch %d: Inf -> 0x%02x", r, c, p[c]);
+            } else {
+                /* Full e4m3 precision, subnormal blocks included. */
+                double deq = ref_e4m3(p[c]) * kv * s;
+                REQUIRE(fabs(deq - xv) <= 0x1p-4 * fabs(xv) + 0x1p-10 * kv * s,
+                        "row %d ch %d: %a -> %a (scale %a)", r, c, xv, deq, s);
+            }
+        }
+    }
+}
+
+START_TEST(append_edge_blocks)
+{
+    static const struct fmt_case fcs[] = {{MLA_KV_FP8_E4M3, 32}, {MLA_KV_FP8_E4M3, 128},
+                                          {MLA_KV_FP8_DS_MLA, 0}};
+    const struct fmt_case fc = fcs[_i];
+    const float kv = fc.fmt == MLA_KV_FP8_E4M3 ? 0.375f : 1.0f;
+    mla_context_t *ctx = make_cpu_context(1);
+    mla_config_t *cfg = make_config(1, 1, 1, fc.fmt, fc.g, 4, 0, kv, 0);
+    uint8_t *cache = xalloc(4 * (size_t)row_bytes_of(fc.fmt));
+    float *scales = fc.g ? xalloc(4 * (size_t)spr_of(fc.fmt, fc.g) * 4) : NULL;
+    uint16_t *lat = xalloc(3 * 576 * 2);
+    int64_t slots[3] = {0, 1, 2};
+    append_edge_rows(lat);
+    ST_OK(mla_kv_append(ctx, cfg, cache, scales, 1, lat, slots, 3, NULL));
+    check_edge_rows(lat, cache, scales, fc.fmt, fc.g, kv);
+    mla_config_destroy(cfg);
+    mla_context_destroy(ctx);
+    free(cache), free(scales), free(lat);
+}
+END_TEST
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+/* The caller's floating-point mode does not change the bytes: the same
+ * rows appended with flush-to-zero and denormals-are-zero set (as code
+ * built with -ffast-math runs) as without. */
+START_TEST(append_ftz_daz)
+{
+    mla_context_t *ctx = make_cpu_context(1);
+    mla_config_t *cfg = make_config(1, 1, 1, MLA_KV_FP8_E4M3, 32, 4, 0, 0.375, 0);
+    uint8_t *a = xalloc(4 * 576), *b = xalloc(4 * 576);
+    float *sa = xalloc(4 * 18 * 4), *sb = xalloc(4 * 18 * 4);
+    uint16_t *lat = xalloc(3 * 576 * 2);
+    int64_t slots[3] = {0, 1, 2};
+    unsigned csr = _mm_getcsr();
+    append_edge_rows(lat);
+    memset(a, 0, 4 * 576), memset(b, 0, 4 * 576), memset(sa, 0, 4 * 18 * 4), memset(sb, 0, 4 * 18 * 4);
+    ST_OK(mla_kv_append(ctx, cfg, a, sa, 1, lat, slots, 3, NULL));
+    _mm_setcsr(csr | 0x8040); /* FTZ | DAZ */
+    ST_OK(mla_kv_append(ctx, cfg, b, sb, 1, lat, slots, 3, NULL));
+    _mm_setcsr(csr);
+    ck_assert(memcmp(a, b, 4 * 576) == 0);
+    ck_assert(memcmp(sa, sb, 4 * 18 * 4) == 0);
+    mla_config_destroy(cfg);
+    mla_context_destroy(ctx);
+    free(a), free(b), free(sa), free(sb), free(lat);
+}
+END_TEST
+#endif
 
 /* A slot past the cache fails the whole call, writing nothing, even after
  * valid rows. */
@@ -930,6 +1107,13 @@ static void compare(const struct dsetup *d, int with_lse)
         size_t row = e / 512;
         int32_t b = (int32_t)(row / ((size_t)c->q_len * c->h_q));
         int i = (int)(row / (size_t)c->h_q % (size_t)c->q_len), h = (int)(row % (size_t)c->h_q);
+        /* Non-finite values where the fp64 evaluation has them, and only
+         * there (the poison of the non-finite tests is finite). */
+        if (isnan(r) || isinf(r)) {
+            REQUIRE(isnan(r) ? isnan(o) : o == r, "%s: out[b %d, i %d, h %d, %d] = %g, ref %g",
+                    desc, b, i, h, (int)(e % 512), o, r);
+            continue;
+        }
         REQUIRE(d->out[e] != 0xffff, "%s: out[b %d, i %d, h %d, %d] not written", desc, b, i,
                       h, (int)(e % 512));
         REQUIRE(diff <= 8e-4 || diff <= 2.01 / 128 * fabs(r),
@@ -953,7 +1137,11 @@ static void compare(const struct dsetup *d, int with_lse)
             REQUIRE(memcmp(&d->lse[e], &poison, 4) == 0, "%s: lse written when NULL", desc);
             continue;
         }
-        REQUIRE(!isnan(l), "%s: lse[%zu] not written", desc, e);
+        if (isnan(r)) {
+            REQUIRE(isnan(l), "%s: lse[%zu] = %g, want NaN", desc, e, l);
+            continue;
+        }
+        REQUIRE(!isnan(l), "%s: lse[%zu] = NaN, ref %g (or not written)", desc, e, r);
         if (isinf(r)) {
             REQUIRE(isinf(l) && l > 0, "%s: lse[%zu] = %g, want +inf", desc, e, l);
             continue;
@@ -1041,6 +1229,113 @@ START_TEST(decode_thread_invariance)
     ck_assert(memcmp(d1.lse, d3.lse, d1.lse_bytes) == 0);
     setup_free(&d1);
     setup_free(&d3);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Decode: NaN and Inf inside the lengths */
+
+enum { NF_CLEAN, NF_Q_NAN, NF_NOPE_NAN, NF_NOPE_PINF, NF_V_NINF, NF_ROPE_NAN, NF_ROPE_INF,
+       NF_LAST_NAN, NF_FIRST_INFS, NF_KINDS };
+
+/* Byte offset of channel ch of token t, KV head k, of request b. */
+static uint8_t *cache_row(struct dsetup *d, int32_t b, int32_t t, int k)
+{
+    int64_t page = d->bt[b * d->mpps + t / d->c.ps];
+    return d->kv + ((page * d->c.ps + t % d->c.ps) * d->c.h_kv + k) * d->rb;
+}
+
+/* Make channel ch of (b, t, k) the value v (NaN or +-Inf) as the format
+ * allows: bf16 values directly, the e4m3 NaN byte 0x7f, and through the
+ * block scale (E4M3 with block scales, DS_MLA nope) for infinities,
+ * where the whole block then turns non-finite. */
+static void poke(struct dsetup *d, int32_t b, int32_t t, int k, int ch, double v)
+{
+    uint8_t *p = cache_row(d, b, t, k);
+    uint16_t h = isnan(v) ? 0x7fc0 : v > 0 ? 0x7f80 : 0xff80;
+    float f = (float)v;
+    if (d->c.fmt == MLA_KV_BF16) {
+        memcpy(p + 2 * ch, &h, 2);
+    } else if (d->c.fmt == MLA_KV_FP8_DS_MLA && ch >= 512) {
+        memcpy(p + 528 + 2 * (ch - 512), &h, 2);
+    } else if (isnan(v)) {
+        p[ch] = 0x7f;
+    } else if (d->c.fmt == MLA_KV_FP8_DS_MLA) {
+        memcpy(p + 512 + 4 * (ch / 128), &f, 4);
+    } else if (d->spr) {
+        int64_t row = (int64_t)(p - d->kv) / d->rb;
+        d->scales[row * d->spr + ch / d->c.g] = f;
+    } else {
+        p[ch] = 0x7f; /* no infinity in e4m3 and no scale to carry one */
+    }
+}
+
+/*
+ * Every request of the batch holds one kind of non-finite value inside its
+ * length (request b has kind b % NF_KINDS); the result must have NaN and
+ * Inf exactly where the fp64 evaluation has them, and be finite and within
+ * the bounds elsewhere: a row that merely met a NaN is not a row without
+ * keys.  Page tails and rows past the lengths stay NaN throughout.
+ */
+START_TEST(decode_nonfinite)
+{
+    const struct fmt_case fc = FMTS[_i % NFMTS];
+    const int q_len = _i < NFMTS ? 1 : 2;
+    struct dcase c = {16, 2, q_len, NF_KINDS, 16, fc.fmt, fc.g, q_len > 1, 100};
+    static const int32_t lens[NF_KINDS] = {20, 20, 33, 17, 40, 20, 21, 9, 90};
+    struct dsetup d;
+    double *ref_out, *ref_lse;
+    int32_t b;
+    int k, hits = 0;
+
+    setup_build(&d, &c, 1 + _i % 3, 6000 + (uint64_t)_i, lens);
+    for (k = 0; k < c.h_kv; k++) {
+        poke(&d, NF_NOPE_NAN, 5, k, 100, NAN);
+        poke(&d, NF_NOPE_PINF, 7, k, 200, INFINITY);
+        poke(&d, NF_V_NINF, 3, k, 300, -INFINITY);
+        poke(&d, NF_ROPE_NAN, 10, k, 540, NAN);
+        poke(&d, NF_ROPE_INF, 11, k, 560, INFINITY);
+        poke(&d, NF_LAST_NAN, lens[NF_LAST_NAN] - 1, k, 50, NAN); /* causal: last row only */
+    }
+    /* NaN in q: one head of the last query token. */
+    d.q[(((size_t)NF_Q_NAN * q_len + q_len - 1) * c.h_q + 3) * 576 + 7] = 0x7fc0;
+    /* Whole chunks (the CPU backend takes 64 keys at a time) whose scores
+     * are -inf for some heads and +inf for others: +Inf in channel 0 (or
+     * RoPE channel 570 for DS_MLA, which is not part of V) of the first 70
+     * tokens; finite keys follow.  BF16 and DS_MLA only: e4m3 has no Inf. */
+    if (fc.fmt != MLA_KV_FP8_E4M3) {
+        int32_t t;
+        for (t = 0; t < 70; t++)
+            for (k = 0; k < c.h_kv; k++)
+                poke(&d, NF_FIRST_INFS, t, k, fc.fmt == MLA_KV_BF16 ? 0 : 570, INFINITY);
+    }
+    /* Finite poison: a row left unwritten cannot pass for a NaN. */
+    memset(d.out, 0x7b, d.out_bytes);
+    memset(d.lse, 0x7b, d.lse_bytes);
+
+    ST_OK(run_decode(&d, 1));
+    compare(&d, 1);
+
+    /* The cases did reach the result: every poked request but the clean
+     * one has non-finite values in its reference. */
+    ref_out = malloc(d.out_bytes / 2 * sizeof(double));
+    ref_lse = malloc(d.lse_bytes / 4 * sizeof(double));
+    ref_decode(&d, ref_out, ref_lse);
+    for (b = NF_Q_NAN; b < NF_KINDS; b++) {
+        size_t n = (size_t)q_len * c.h_q * 512, e, bad = 0;
+        for (e = 0; e < n; e++)
+            bad += !isfinite(ref_out[(size_t)b * n + e]);
+        if (b == NF_FIRST_INFS && fc.fmt != MLA_KV_BF16) {
+            REQUIRE(fc.fmt == MLA_KV_FP8_E4M3 || bad > 0, "request %d: no NaN", (int)b);
+            continue;
+        }
+        REQUIRE(bad > 0, "%s request %d: no non-finite output", fmt_name(fc.fmt), (int)b);
+        hits++;
+    }
+    ck_assert_int_ge(hits, NF_KINDS - 2);
+    free(ref_out);
+    free(ref_lse);
+    setup_free(&d);
 }
 END_TEST
 
@@ -1168,12 +1463,18 @@ static Suite *cpu_suite(int longrun)
     tcase_add_test(tc, bf16_codec);
     tcase_add_test(tc, block_scale);
     tcase_add_test(tc, amax_accum);
+    tcase_add_test(tc, block_scale_exact);
+    tcase_add_test(tc, quantize_exact);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("append");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, append_roundtrip, 0, NFMTS);
     tcase_add_test(tc, append_saturation);
+    tcase_add_loop_test(tc, append_edge_blocks, 0, 3);
+#if defined(__x86_64__) || defined(__i386__)
+    tcase_add_test(tc, append_ftz_daz);
+#endif
     tcase_add_loop_test(tc, append_out_of_bounds, 0, NFMTS);
     suite_add_tcase(s, tc);
 
@@ -1182,6 +1483,7 @@ static Suite *cpu_suite(int longrun)
     tcase_add_loop_test(tc, decode_vs_reference, 0, NDCASES);
     tcase_add_loop_test(tc, decode_empty_rows, 0, NFMTS);
     tcase_add_test(tc, decode_thread_invariance);
+    tcase_add_loop_test(tc, decode_nonfinite, 0, 2 * NFMTS);
     tcase_add_loop_test(tc, decode_out_of_bounds, 0, NFMTS);
     suite_add_tcase(s, tc);
 

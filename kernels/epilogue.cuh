@@ -42,7 +42,8 @@ struct OutTarget {
         return ((int64_t)base * p.q_len + qi) * p.h_q + h;
     }
 
-    /* The row's LSE from its log2-domain max m and full sum l. */
+    /* The row's LSE from its log2-domain max m and full sum l (0: no key;
+     * NaN, from a NaN or infinite score, stays NaN: mla.h). */
     MLA_DEV void write_lse(const mla_decode_params &p, int row, float m, float l) const
     {
         int qi, h;
@@ -50,11 +51,11 @@ struct OutTarget {
         if (final_out) {
             if (p.lse)
                 ((float *)p.lse)[((int64_t)base * p.h_q + h) * p.q_len + qi] =
-                    l > 0.0f ? (m + log2f(l)) * 0.69314718055994530942f
+                    l != 0.0f ? (m + log2f(l)) * 0.69314718055994530942f
                              : __int_as_float(0x7f800000);
         } else {
             ((float *)((uint8_t *)p.workspace + p.ws_lseaccum))[i] =
-                l > 0.0f ? m + log2f(l) : -__int_as_float(0x7f800000);
+                l != 0.0f ? m + log2f(l) : -__int_as_float(0x7f800000);
         }
     }
 
@@ -70,7 +71,7 @@ struct OutTarget {
 
 MLA_DEV float inv_sum(const mla_decode_params &p, float l)
 {
-    return l > 0.0f ? p.out_scale / l : 0.0f;
+    return l != 0.0f ? p.out_scale / l : 0.0f;
 }
 
 /*

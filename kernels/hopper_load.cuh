@@ -223,7 +223,11 @@ MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint
 #pragma unroll
             for (uint32_t t = 0; t < 4; t++) {
                 const uint32_t x = __ldg(q.src + 8u * t);
-                m = max(m, max((x << 16) & 0x7fff0000u, x & 0x7fff0000u));
+                /* |q| bits; NaN and Inf left out, or one head's would
+                 * scale every head's row to nothing (they stay NaN / Inf
+                 * in their own row: times 2^kq below). */
+                const uint32_t lo = (x << 16) & 0x7fff0000u, hi = x & 0x7fff0000u;
+                m = max(m, max(lo < 0x7f800000u ? lo : 0u, hi < 0x7f800000u ? hi : 0u));
             }
     }
     m = __reduce_max_sync(0xffffffffu, m);

@@ -303,10 +303,17 @@ struct NarrowFp8Consumer {
                             float (&sy)[kScaleBlocks<KF>]) const
     {
         const uint32_t r0 = 16u * w + g, r1 = r0 + 8u;
+        const float nan = __int_as_float(0x7fffffff);
 #pragma unroll
         for (int b = B0; b < B1; b++) {
-            sx[b] = r0 < nvalid ? block_scale(scl, r0, (uint32_t)b) : 0.0f;
-            sy[b] = r1 < nvalid ? block_scale(scl, r1, (uint32_t)b) : 0.0f;
+            /* A scale that is not finite makes the key's score NaN: applied
+             * to each value, as the definition does, an infinite scale
+             * gives NaN (0 * Inf, or infinities of both signs summed),
+             * not the +-Inf that one product with the block's sum gives. */
+            const float x = r0 < nvalid ? block_scale(scl, r0, (uint32_t)b) : 0.0f;
+            const float y = r1 < nvalid ? block_scale(scl, r1, (uint32_t)b) : 0.0f;
+            sx[b] = fabsf(x) < __int_as_float(0x7f800000) ? x : nan;
+            sy[b] = fabsf(y) < __int_as_float(0x7f800000) ? y : nan;
         }
     }
 

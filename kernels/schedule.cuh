@@ -189,13 +189,13 @@ MLA_DEV bool cta_work(const mla_decode_params &p, int bn, CtaWork &w)
     w.len = ld_volatile_s32((const int32_t *)(ws + p.ws_lens) + w.b);
     w.m_base = (int)blockIdx.x * p.block_m;
     w.rows_here = min(p.block_m, p.rows - w.m_base);
-    if (p.causal) {
-        /* The last valid row sees the most keys; later tiles are all
-         * masked for this CTA. */
-        const int qi_last = (w.m_base + w.rows_here - 1) / p.heads_per_kv;
-        const int lim = w.len - p.q_len + 1 + qi_last;
-        w.t1 = min(w.t1, lim > 0 ? (lim + bn - 1) / bn : 0);
-    }
+    /* Causal: every M tile takes the piece's tiles, those only later query
+     * tokens see included (at most one more tile): so V rows a row does
+     * not see meet it with weight 0 in every kernel alike (mla.h's rule
+     * for NaN and Inf in them), and the two CTAs of a pair agree. */
+    /* (t1 never exceeds the request's tiles: the schedule's bound, kept
+     * here against a schedule made for other lengths.) */
+    w.t1 = min(w.t1, (w.len + bn - 1) / bn);
     if (w.t1 < w.t0)
         w.t1 = w.t0;
     return true;

@@ -290,6 +290,32 @@ MLA_DEV uint4 lds128(uint32_t a)
     return v;
 }
 
+/* Volatile, so that each role reloads these after its setmaxnreg instead
+ * of keeping them live across the role split (a value live into a
+ * 40-register branch would be spilled). */
+MLA_DEV int ld_volatile_s32(const int32_t *p)
+{
+    int v;
+    asm volatile("ld.global.s32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+
+MLA_DEV long long ld_volatile_s64(const void *p)
+{
+    long long v;
+    asm volatile("ld.global.s64 %0, [%1];" : "=l"(v) : "l"(p));
+    return v;
+}
+
+MLA_DEV int4 ld_volatile_v4(const void *p)
+{
+    int4 v;
+    asm volatile("ld.global.v4.s32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
 /* 16-byte read-only global load (data not written while the grid runs). */
 MLA_DEV uint4 ldg128_nc(const void *p)
 {

@@ -883,13 +883,19 @@ static long check_against_cpu(const struct prob *p, const int32_t *lens, int max
     return fails;
 }
 
-/* Plan on the GPU; NULL (after a note) when an explicit tuning override is
- * refused as not supported, which is allowed behaviour. */
+/* Plan on the GPU, with the case's MLA_KERNEL (read at plan creation
+ * only); NULL (after a note) when an explicit tuning override is refused
+ * as not supported, which is allowed behaviour. */
 static mla_plan_t *gpu_plan(const struct prob *p, int max_seq_len)
 {
     const struct kcase *c = p->c;
     mla_plan_t *plan = NULL;
+    if (c->kernel)
+        setenv("MLA_KERNEL", c->kernel, 1);
+    else
+        unsetenv("MLA_KERNEL");
     mla_status_t st = mla_plan_create(&plan, g_gpu, p->cfg, c->batch, max_seq_len);
+    unsetenv("MLA_KERNEL");
     if (st == MLA_STATUS_NOT_SUPPORTED && (c->block_n || c->stages)) {
         printf("note   %s: tuning override refused: %s\n", c->name, mla_context_last_error(g_gpu));
         return NULL;
@@ -920,12 +926,7 @@ START_TEST(decode_grid)
     double t0 = now_s();
     build_problem(&p, c, NULL, 0);
     int max_seq_len = c->max_seq_len ? c->max_seq_len : (p.max_len > 0 ? p.max_len : 1);
-    if (c->kernel)
-        setenv("MLA_KERNEL", c->kernel, 1);
-    else
-        unsetenv("MLA_KERNEL");
     mla_plan_t *plan = gpu_plan(&p, max_seq_len);
-    unsetenv("MLA_KERNEL"); /* read at plan creation only */
     if (!plan) {
         arena_reset();
         return;
@@ -1124,9 +1125,7 @@ START_TEST(decode_nonfinite)
         DM_OK(devmem_htod(p.d_sc, p.sc, p.sc_bytes));
     DM_OK(devmem_htod(p.d_q, p.q, p.q_elems * 2));
 
-    setenv("MLA_KERNEL", c.kernel, 1);
     mla_plan_t *plan = gpu_plan(&p, p.max_len);
-    unsetenv("MLA_KERNEL");
     REQUIRE(plan, "%s: plan", c.name);
     size_t ws_bytes = 0;
     devmem_ptr ws = gpu_workspace(plan, &ws_bytes);
@@ -1197,9 +1196,8 @@ START_TEST(graph_replay)
              scheduled ? "scheduled" : "decode");
     build_problem(&p, &c, fill, 0);
     if (_i % 4 >= 2 && g_hopper)
-        setenv("MLA_KERNEL", "hopper", 1);
+        c.kernel = "hopper";
     mla_plan_t *plan = gpu_plan(&p, 300);
-    unsetenv("MLA_KERNEL");
     REQUIRE(plan, "plan");
     size_t ws_bytes = 0;
     devmem_ptr ws = gpu_workspace(plan, &ws_bytes);
@@ -1838,12 +1836,7 @@ START_TEST(sanitize_shapes)
     double t0 = now_s();
     build_problem(&p, c, NULL, 0);
     const int max_seq_len = p.max_len > 0 ? p.max_len : 1;
-    if (c->kernel)
-        setenv("MLA_KERNEL", c->kernel, 1);
-    else
-        unsetenv("MLA_KERNEL");
     mla_plan_t *plan = gpu_plan(&p, max_seq_len);
-    unsetenv("MLA_KERNEL");
     REQUIRE(plan != NULL, "%s: no plan", c->name);
     size_t ws_bytes = 0;
     devmem_ptr ws = gpu_workspace(plan, &ws_bytes);

@@ -530,10 +530,12 @@ MLA_API mla_status_t mla_plan_workspace_size(const mla_plan_t *plan, size_t *byt
  * and LSE; a -Inf score gives its key weight 0, and 0 * Inf or NaN in that
  * key's V row makes that output element NaN.  A row that meets NaN or Inf
  * never passes for one without keys: output 0 and LSE +inf mean only that
- * the mask left it no key.  Rows past the length never affect a row.  Keys
- * inside the length that a causal row does not see (the last q_len - 1 of
- * its request at most) affect it only through their V rows, which meet it
- * with weight 0: a NaN or Inf there makes that output element NaN.
+ * the mask left it no key.  Rows past the length never affect a row, nor
+ * do keys a causal row does not see (the last q_len - 1 of its request at
+ * most), with one exception: the GPU kernels meet those keys' V rows with
+ * weight 0 inside their matrix products, so a NaN or Inf there may make
+ * that output element NaN (whether it does depends on the kernel; the CPU
+ * backend never does).
  *
  * Aliasing: out, lse and the workspace's first mla_plan_workspace_size()
  * bytes are written and must not overlap each other or q, kv_cache,

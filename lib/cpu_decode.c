@@ -178,13 +178,6 @@ static void run_item(const struct job *j, struct scratch *sc, int32_t b, int32_t
             double *acc = sc->acc + (size_t)r * MLA_D_V;
             double mnew;
             int nan_score = 0;
-            /* Keys inside the length this causal row does not see meet it
-             * in P V with weight 0, as in the kernels: a NaN or Inf in
-             * their V rows makes that output element NaN (mla.h). */
-            for (t = vis < 0 ? 0 : vis; t < nk; t++)
-                for (d = 0; d < MLA_D_V; d++)
-                    if (!isfinite(sc->k[(size_t)t * MLA_D_QK + d]))
-                        acc[d] = NAN;
             if (vis <= 0 || sc->nan[r])
                 continue;
             if (vis > nk)
@@ -248,8 +241,8 @@ static void run_item(const struct job *j, struct scratch *sc, int32_t b, int32_t
         double lse;
         /* "No visible key" comes from the mask alone; a NaN sum is not it. */
         if (visible_keys(j, len, i) == 0) {
-            for (d = 0; d < MLA_D_V; d++) /* 0, or NaN from a key it does not see */
-                o[d] = isnan(acc[d]) ? double_to_bf16(NAN) : 0;
+            for (d = 0; d < MLA_D_V; d++)
+                o[d] = 0;
             lse = INFINITY;
         } else if (sc->nan[r] || sc->m[r] == -INFINITY) {
             /* NaN weights (a NaN score, an infinite maximum): NaN row. */

@@ -1046,11 +1046,6 @@ static void ref_decode(const struct dsetup *d, double *ref_out, double *ref_lse)
                     }
                     for (ch = 0; ch < 512; ch++)
                         o[ch] = 0;
-                    /* Keys inside the length the row does not see meet it
-                     * with weight 0: 0 x NaN and 0 x Inf are NaN (mla.h). */
-                    for (t = vis; t < len; t++)
-                        for (ch = 0; ch < 512; ch++)
-                            o[ch] += 0.0 * K[(size_t)t * 576 + ch];
                     if (vis == 0) {
                         *lse = INFINITY;
                         continue;

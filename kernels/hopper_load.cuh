@@ -65,7 +65,7 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
         MLA_LAP(true, lap, 11u);
         /* Pairs: free once both CTAs' consumers are done with it, as each
          * CTA's converter writes into both (waiting here rather than in
-         * the converter measured 2 % faster: bench/NOTES.md). */
+         * the converter measured 2 % faster: doc/performance.md, Measured reasons). */
         if (c.pair)
             mbar_wait_cluster(pipe.empty_bar(st), st.phase ^ 1u);
         else

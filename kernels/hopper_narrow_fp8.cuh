@@ -250,7 +250,7 @@ struct NarrowFp8Consumer {
         constexpr bool kScaledK = SC && KF == 0;
         constexpr bool kF16 = !kScaledK;
         /* Two fragment buffers: a third (conversion two chunks ahead of
-         * the MMAs) measured no faster (bench/NOTES.md). */
+         * the MMAs) measured no faster (doc/performance.md, Measured reasons). */
         constexpr uint32_t NB = 2;
         uint32_t a[NB][4][4];
         k_frags<kScaledK, kF16>(k_load<kScaledK>(stg, scl, 0), 0, a[0]);
@@ -661,7 +661,7 @@ struct NarrowFp8Consumer {
     /* Both warpgroups at merge step k: an mbarrier of 256 arrivals, used
      * once (racecheck flagged the same order through a 256-thread named
      * barrier when the warpgroups had passed different numbers of
-     * barriers before; bench/NOTES.md). */
+     * barriers before; doc/performance.md, Measured reasons). */
     MLA_DEV void merge_sync(uint32_t k) const
     {
         mbar_arrive(c.bars + kBarMerge + 8u * k);

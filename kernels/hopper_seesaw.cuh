@@ -102,8 +102,8 @@ struct SeesawConsumer {
 
     /* Queue S of tile t in stage st once it has landed, one commit group
      * (scores_done waits for it).  (Starting on each third of the tile as
-     * it lands, three barriers a stage, measured 3 % slower:
-     * bench/NOTES.md.) */
+     * it lands, three barriers a stage, measured no faster:
+     * doc/performance.md, Measured reasons.) */
     MLA_DEV void scores(int t, const PipeState &st)
     {
         const uint32_t stg = c.stage(st.stage);

@@ -158,7 +158,7 @@ int mla__gpu_kernel_choice(void)
  * default: it streams tiles faster than the wide one but a CTA with few
  * tiles finishes later (H200, h16 s4096, E4M3 /128 and DS_MLA: wide 1.10x
  * faster at 1 request and 1.03x at 4, narrow 1.04x faster at 8, 1.2x at
- * 12 and 16; bench/NOTES.md). */
+ * 12 and 16; doc/performance.md, Measured reasons). */
 #define MLA_NARROW8_MIN_SEQS 8
 
 /*
@@ -199,7 +199,7 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
      * 32 rows: E4M3 without block scales or with 128-dim ones, and DS_MLA
      * (H200, b132 s8192: /128 352 us narrow against 429 wide, none 341
      * against 427, DS_MLA 351 against 415); the 32/64-dim ones take
-     * 1.3-1.7x the /128 time a tile (bench/NOTES.md). */
+     * 1.3-1.7x the /128 time a tile (doc/performance.md, Measured reasons). */
     const int32_t narrow_rows = s->kv_format == MLA_FMT_BF16 ? MLA_NARROW_ROWS : 2 * MLA_NARROW_ROWS;
     const int two_tiles = s->kv_format == MLA_FMT_FP8_DS_MLA ||
                           (s->kv_format == MLA_FMT_FP8_E4M3 && (spr == 0 || spr == 5));

@@ -1090,7 +1090,7 @@ static void describe(const struct dsetup *d, char *buf, size_t n)
         off += snprintf(buf + off, n - (size_t)off, " %d", d->lens[b]);
 }
 
-/* DESIGN's tolerances, plus the tighter bound an fp64 oracle must meet
+/* doc/ABI.md's tolerances, plus the tighter bound an fp64 oracle must meet
  * (the bf16 / fp32 rounding of the exact value). */
 static void compare(const struct dsetup *d, int with_lse)
 {

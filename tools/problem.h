@@ -1,6 +1,6 @@
 /*
  * problem.h - random MLA decode problems in host memory, the CPU reference
- * for sampled requests and DESIGN.md's tolerance check, shared by mla-demo
+ * for sampled requests and doc/ABI.md's tolerance check, shared by mla-demo
  * and mla-bench (not part of libmla).
  *
  * A problem is laid out exactly as mla_decode() takes it: a paged cache
@@ -91,7 +91,7 @@ void problem_work(const struct problem *p, int causal, double *bytes, double *fl
 
 /*
  * Compare bf16 outputs (n elements) and LSE values (nl) with a reference
- * using DESIGN.md's tolerances: per element |d| <= 8e-4 or <= 2.01/128
+ * using doc/ABI.md's tolerances: per element |d| <= 8e-4 or <= 2.01/128
  * |ref|, cosine difference <= 5e-6 overall, LSE within 1e-6 absolute or
  * 8.01/65536 relative, inf/NaN positions equal.  Returns the number of
  * failures (the cosine test counts as one).

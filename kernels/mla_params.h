@@ -198,7 +198,10 @@ struct mla_append_params {
  *               when it saw no key
  */
 #define MLA_DECODE_THREADS 512 /* warps 0-7 MMA, 8-11 convert, 12 load, 13-15 idle */
-#define MLA_SCHEDULE_THREADS 512
+/* 256: the cutting CTA's steps are scans and barriers over its warps;
+ * at 512 threads the scheduler took 1.4-1.6 us longer (H200, h128 b1 to
+ * b132; 128 threads: as fast at small batches, slower at b132). */
+#define MLA_SCHEDULE_THREADS 256
 /* Defaults of the schedule's tuning: the fixed cost of a piece (Q load,
  * pipeline fill, partial write and combine) in KV tiles, and the fewest
  * tiles of a split piece. */

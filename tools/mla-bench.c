@@ -1647,7 +1647,9 @@ static int build_grid(const struct opts *o, struct shape **out)
                             s->varlen = o->varlen;
                             s->group = group;
                             s->lens = xalloc(sizeof(int32_t) * (size_t)s->batch);
-                            problem_draw_lens(s->lens, s->batch, s->seq, s->varlen, o->seed);
+                            problem_draw_lens(s->lens, s->batch, s->seq,
+                                              s->varlen ? PROBLEM_LENS_NORMAL : PROBLEM_LENS_FIXED,
+                                              s->q_len, o->seed);
                             double sum = 0;
                             s->r.s_min = INT32_MAX;
                             for (int b = 0; b < s->batch; b++) {

@@ -23,6 +23,8 @@ typedef struct CUctx_st *cu_context;
 #define CU_ATTR_SM_COUNT 16
 #define CU_ATTR_CC_MAJOR 75
 #define CU_ATTR_CC_MINOR 76
+#define CU_JIT_ERROR_LOG_BUFFER 5
+#define CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
 
 /* Exported symbol names are those of the ABI each pointer type spells out
  * (the _v2 names are what cuda.h maps the plain names to). */
@@ -60,6 +62,12 @@ static struct {
     cu_result (*graph_launch)(devmem_graph_exec, devmem_stream);
     cu_result (*graph_destroy)(devmem_graph);
     cu_result (*graph_exec_destroy)(devmem_graph_exec);
+    cu_result (*module_load)(devmem_module *, const void *, unsigned, int *, void **);
+    cu_result (*module_unload)(devmem_module);
+    cu_result (*module_function)(devmem_function *, devmem_module, const char *);
+    cu_result (*occupancy)(int *, devmem_function, int, size_t);
+    cu_result (*launch)(devmem_function, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, devmem_stream, void **, void **);
 } cu;
 
 struct sym {
@@ -102,6 +110,11 @@ static const struct sym syms[] = {
     S(graph_launch, "cuGraphLaunch", NULL),
     S(graph_destroy, "cuGraphDestroy", NULL),
     S(graph_exec_destroy, "cuGraphExecDestroy", NULL),
+    S(module_load, "cuModuleLoadDataEx", NULL),
+    S(module_unload, "cuModuleUnload", NULL),
+    S(module_function, "cuModuleGetFunction", NULL),
+    S(occupancy, "cuOccupancyMaxActiveBlocksPerMultiprocessor", NULL),
+    S(launch, "cuLaunchKernel", NULL),
 };
 #undef S
 
@@ -384,5 +397,53 @@ int devmem_graph_exec_destroy(devmem_graph_exec x)
 {
     if (x)
         CALL(cu.graph_exec_destroy(x), "cuGraphExecDestroy");
+    return 0;
+}
+
+int devmem_module_load(devmem_module *m, const void *image)
+{
+    char log[1024] = "";
+    int opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *val[2] = {log, (void *)(uintptr_t)sizeof(log)};
+    *m = NULL;
+    cu_result r = cu.module_load(m, image, 2, opt, val);
+    if (r != CU_OK) {
+        log[sizeof(log) - 1] = '\0';
+        for (char *c = log; *c; c++)
+            if (*c == '\n')
+                *c = ' ';
+        char what[1100];
+        snprintf(what, sizeof(what), "cuModuleLoadDataEx%s%s", log[0] ? ": " : "", log);
+        return fail(r, what);
+    }
+    return 0;
+}
+
+int devmem_module_unload(devmem_module m)
+{
+    if (m)
+        CALL(cu.module_unload(m), "cuModuleUnload");
+    return 0;
+}
+
+int devmem_module_function(devmem_function *f, devmem_module m, const char *name)
+{
+    *f = NULL;
+    CALL(cu.module_function(f, m, name), "cuModuleGetFunction");
+    return 0;
+}
+
+int devmem_occupancy(int *blocks_per_sm, devmem_function f, int block, size_t shared_bytes)
+{
+    *blocks_per_sm = 0;
+    CALL(cu.occupancy(blocks_per_sm, f, block, shared_bytes),
+         "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    return 0;
+}
+
+int devmem_launch(devmem_function f, unsigned grid, unsigned block, unsigned shared_bytes,
+                  devmem_stream s, void **params)
+{
+    CALL(cu.launch(f, grid, 1, 1, block, 1, 1, shared_bytes, s, params, NULL), "cuLaunchKernel");
     return 0;
 }

@@ -1,7 +1,8 @@
 /*
  * devmem.h - a small CUDA driver-API helper for libmla's tests and tools
  * (not part of libmla): device memory, copies, streams, events and graph
- * capture on a device's primary context.
+ * capture, and modules of PTX or cubin images, on a device's primary
+ * context.
  *
  * The driver is loaded with dlopen at run time, so programs using this
  * start on machines without a driver and can report "skip" instead of
@@ -20,12 +21,14 @@
 #include <stdint.h>
 
 /* CUdeviceptr, CUstream (the type libmla's API takes), CUevent, CUgraph,
- * CUgraphExec. */
+ * CUgraphExec, CUmodule, CUfunction. */
 typedef uint64_t devmem_ptr;
 typedef struct CUstream_st *devmem_stream;
 typedef struct CUevent_st *devmem_event;
 typedef struct CUgraph_st *devmem_graph;
 typedef struct CUgraphExec_st *devmem_graph_exec;
+typedef struct CUmod_st *devmem_module;
+typedef struct CUfunc_st *devmem_function;
 
 /* Graph capture modes (CUstreamCaptureMode values). */
 #define DEVMEM_CAPTURE_GLOBAL 0
@@ -82,5 +85,18 @@ int devmem_graph_instantiate(devmem_graph_exec *x, devmem_graph g);
 int devmem_graph_launch(devmem_graph_exec x, devmem_stream s);
 int devmem_graph_destroy(devmem_graph g);
 int devmem_graph_exec_destroy(devmem_graph_exec x);
+
+/* Modules: load a PTX text (NUL-terminated; the driver compiles it for the
+ * device) or a cubin or fatbin image.  A failed load's message holds the
+ * compiler's error log. */
+int devmem_module_load(devmem_module *m, const void *image);
+int devmem_module_unload(devmem_module m);
+int devmem_module_function(devmem_function *f, devmem_module m, const char *name);
+/* Blocks of f that fit on one SM at once, for block threads each. */
+int devmem_occupancy(int *blocks_per_sm, devmem_function f, int block, size_t shared_bytes);
+/* Launch f on a grid of grid blocks of block threads; params as
+ * cuLaunchKernel takes them (an array of pointers to the arguments). */
+int devmem_launch(devmem_function f, unsigned grid, unsigned block, unsigned shared_bytes,
+                  devmem_stream s, void **params);
 
 #endif /* MLA_DEVMEM_H */

@@ -67,7 +67,8 @@ static mla_config_t *make_config(const struct opts *o)
 static void make_problem(struct problem *p, const struct opts *o, const mla_config_t *cfg)
 {
     int32_t *lens = xalloc(sizeof(int32_t) * o->batch);
-    problem_draw_lens(lens, o->batch, o->seq_len, o->varlen, o->seed);
+    problem_draw_lens(lens, o->batch, o->seq_len,
+                      o->varlen ? PROBLEM_LENS_NORMAL : PROBLEM_LENS_FIXED, o->q_len, o->seed);
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
     if (problem_generate(p, cfg, o->batch, lens, o->seed, threads > 0 ? (int)threads : 1) ||
         problem_make_q(p, o->q_len, o->heads, problem_hash(o->seed, 0x51))) {

@@ -93,14 +93,68 @@ static void fill_inputs(uint16_t *dst, size_t n, struct problem_rng *r)
     }
 }
 
-void problem_draw_lens(int32_t *lens, int batch, int seq_len, int varlen, uint64_t seed)
+static const char *const lens_names[PROBLEM_LENS_COUNT] = {"fixed", "normal", "flashmla", "mix"};
+
+const char *problem_lens_name(int dist)
+{
+    return dist >= 0 && dist < PROBLEM_LENS_COUNT ? lens_names[dist] : NULL;
+}
+
+int problem_lens_parse(const char *name)
+{
+    for (int i = 0; i < PROBLEM_LENS_COUNT; i++)
+        if (!strcmp(name, lens_names[i]))
+            return i;
+    return -1;
+}
+
+/* A few long requests among many short ones, the mean kept at seq_len:
+ * round(batch / 16) long ones (at least one) share half of the keys, the
+ * others the rest.  The long ones sit at random places (selection
+ * sampling), as an engine's batch would hold them. */
+static void draw_mix(int32_t *lens, int batch, int seq_len, struct problem_rng *r)
+{
+    if (batch < 2) {
+        for (int b = 0; b < batch; b++)
+            lens[b] = seq_len;
+        return;
+    }
+    int nlong = (batch + 8) / 16 > 0 ? (batch + 8) / 16 : 1;
+    double half = (double)batch * seq_len / 2.0;
+    int32_t longlen = (int32_t)fmax(1.0, round(half / nlong));
+    int32_t shortlen = (int32_t)fmax(1.0, round(half / (batch - nlong)));
+    int left = nlong;
+    for (int b = 0; b < batch; b++) {
+        int take = left > 0 && problem_rng_uniform(r) * (batch - b) < left;
+        left -= take;
+        lens[b] = take ? longlen : shortlen;
+    }
+}
+
+void problem_draw_lens(int32_t *lens, int batch, int seq_len, int dist, int q_len,
+                       uint64_t seed)
 {
     struct problem_rng r = {problem_hash(seed, (uint64_t)seq_len)};
+    if (dist == PROBLEM_LENS_MIX) {
+        r.s = problem_hash(r.s, (uint64_t)batch);
+        draw_mix(lens, batch, seq_len, &r);
+        return;
+    }
     for (int b = 0; b < batch; b++) {
         int len = seq_len;
-        if (varlen) {
-            double x = seq_len + problem_rng_normal(&r) * seq_len / 2.0;
+        double x;
+        switch (dist) {
+        case PROBLEM_LENS_NORMAL:
+            x = seq_len + problem_rng_normal(&r) * seq_len / 2.0;
             len = (int)fmin(fmax(x, 1.0), 2.0 * seq_len);
+            break;
+        case PROBLEM_LENS_FLASHMLA:
+            /* max(random.normalvariate(s, s / 2), s_q) stored as int32, as
+             * FlashMLA's tests and benchmark draw them: no upper bound. */
+            x = seq_len + problem_rng_normal(&r) * seq_len / 2.0;
+            len = (int)fmin(fmax(x, q_len > 1 ? q_len : 1), (double)(1 << 30));
+            break;
+        default: break;
         }
         lens[b] = len;
     }

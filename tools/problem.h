@@ -48,9 +48,30 @@ struct problem {
     size_t kv_bytes, scale_bytes, q_bytes, out_bytes, lse_bytes;
 };
 
-/* Lengths: seq_len each, or with varlen ~ N(seq_len, seq_len / 2) clamped
- * to [1, 2 seq_len]; a function of (seq_len, varlen, seed) only. */
-void problem_draw_lens(int32_t *lens, int batch, int seq_len, int varlen, uint64_t seed);
+/* How request lengths are drawn around a length s (the mean). */
+enum problem_lens {
+    PROBLEM_LENS_FIXED,    /* s each */
+    PROBLEM_LENS_NORMAL,   /* ~ N(s, s/2) clamped to [1, 2s] */
+    PROBLEM_LENS_FLASHMLA, /* FlashMLA's benchmark: max(N(s, s/2), q_len), truncated */
+    PROBLEM_LENS_MIX,      /* 1 in 16 requests (at least one) long, holding half the
+                            * keys; the rest short, sharing the other half */
+    PROBLEM_LENS_COUNT
+};
+
+/* "fixed", "normal", "flashmla", "mix"; NULL for other values. */
+const char *problem_lens_name(int dist);
+/* The distribution of a name, or -1. */
+int problem_lens_parse(const char *name);
+
+/*
+ * Draw batch lengths around seq_len.  The normal and flashmla lengths of
+ * request i depend only on (seq_len, seed, i, and q_len for flashmla), so
+ * a smaller batch gets a prefix of a larger one's lengths; mix places its
+ * long requests at random positions that depend on the batch too.  With
+ * one request, mix is seq_len.
+ */
+void problem_draw_lens(int32_t *lens, int batch, int seq_len, int dist, int q_len,
+                       uint64_t seed);
 
 /*
  * Generate the cache of a problem for cfg's format, page size and KV

@@ -27,14 +27,6 @@
  *               (hopper_convert.cuh);
  *   warp 12     loader, one elected lane (hopper_load.cuh).
  *
- * Trace builds (-DMLA_TRACE, trace.cuh) split CTA (0, 0, 0)'s time into
- * phases: 0-4 narrow FP8 consumer warpgroup 0 (waiting for the tile, QK,
- * softmax, P tile, P V), 5-9 warpgroup 1 (wide BF16: the warpgroups'
- * steps listed in hopper_seesaw.cuh); 10 the loader waiting for a free
- * stage, 11 the rest of its loop; 12 the converter waiting for a
- * tile, 13 converting; 14 + wg a wide consumer warpgroup waiting for its
- * data.
- *
  * Wide/narrow BF16 stage (73728 bytes, 9 chunks of 64 rows x 128 bytes,
  * the swizzled layout of wgmma.cuh): BF16 TMA writes all 9 chunks
  * directly.  Wide E4M3: TMA lands chunk c's 64 x 64 FP8 bytes at 36864 +
@@ -75,10 +67,6 @@
  */
 #include "mla_params.h"
 #include "ptx.cuh"
-#include "trace.cuh"
-
-/* Every image has it, so that looking it up never fails (trace.cuh). */
-__device__ long long mla_trace_words[MLA_TRACE_WORDS];
 
 /* Only sm_90a has wgmma; other targets get empty kernels. */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -151,13 +139,7 @@ MLA_DEV void decode(const mla_hopper_params &hp)
 {
     using R = RegsT<kFp8Direct<FMT, NARROW>>;
     const mla_decode_params &p = hp.p;
-    if (threadIdx.x == 0) {
-        MLA_STAMP(0);
-        MLA_STAMP_NS(0);
-    }
     griddep_wait(); /* the schedule; Q, the cache */
-    if (threadIdx.x == 0)
-        MLA_STAMP(1);
     /* Both CTAs of a pair take the same branch: they differ only in the
      * M tile, and so share the request, piece and tiles. */
     if (!launch_matches<FMT, NARROW, PAIR>(p) || !cta_has_work(p)) {
@@ -169,13 +151,10 @@ MLA_DEV void decode(const mla_hopper_params &hp)
     layout<FMT, NARROW, PAIR>(p, c0);
     if (threadIdx.x == 0)
         init_barriers<FMT, NARROW, PAIR>(c0);
-    MLA_TRACE_ZERO(threadIdx.x);
     if (PAIR)
         cluster_sync(); /* the other CTA's barriers are initialized */
     else
         __syncthreads();
-    if (threadIdx.x == 0)
-        MLA_STAMP(2);
 
     /* Warp index made visibly uniform, so each role is one branch. */
     const uint32_t warp = __shfl_sync(0xffffffffu, threadIdx.x >> 5, 0);
@@ -210,10 +189,6 @@ MLA_DEV void decode(const mla_hopper_params &hp)
     }
     if (PAIR) /* the other CTA may still arrive here or read from here */
         cluster_sync();
-#ifdef MLA_TRACE
-    __syncthreads();
-    MLA_TRACE_DUMP(NARROW ? 2 : 1);
-#endif
 }
 
 } /* namespace hopper */

@@ -14,7 +14,6 @@
 #include "wgmma.cuh"
 #include "softmax.cuh"
 #include "epilogue.cuh"
-#include "trace.cuh"
 
 namespace mla {
 namespace hopper {
@@ -96,8 +95,6 @@ MLA_DEV void finish_wide(const mla_decode_params &p, const Cta &c, const float (
                          const OnlineSoftmax &sm, int row0, uint32_t wg, uint32_t tq,
                          uint32_t tid, bool slots_busy = false)
 {
-    if (tid == 0)
-        MLA_STAMP(6);
     /* The combine kernel may start launching; its griddepcontrol.wait
      * still waits for this grid to finish and its writes to be visible. */
     if (tid == 0)
@@ -119,10 +116,6 @@ MLA_DEV void finish_wide(const mla_decode_params &p, const Cta &c, const float (
     lsum[0] += lds_f32(other);
     lsum[1] += lds_f32(other + 32u);
     write_output(p, o, sm.m, lsum, row0, wg, tq);
-    if (tid == 0) {
-        MLA_STAMP(7);
-        MLA_STAMP_NS(1);
-    }
 }
 
 /* Row stride of the narrow kernels' fp32 output staging (a stage, once all

@@ -13,7 +13,6 @@
 #define MLA_HOPPER_CONVERT_CUH
 
 #include "hopper_layout.cuh"
-#include "trace.cuh"
 #include "hopper_load.cuh"
 #include "convert.cuh"
 
@@ -295,8 +294,6 @@ MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid
         load_q(p, c, tid, NARROW ? MLA_NARROW_ROWS : MLA_BLOCK_M);
     }
     cp_async_wait_all();
-    if (tid == 0)
-        MLA_STAMP(4); /* Q landed */
     fence_proxy_async(); /* wgmma reads the tile through the async proxy */
     mbar_arrive(c.bars + kBarQ);
     /* BF16 needs no conversion; narrow FP8 tiles are converted by the
@@ -309,16 +306,13 @@ MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid
     const Pipe pipe = c.pipe();
     PipeState st;
     st.init();
-    MLA_LAP_START(lap); /* trace builds: phases 12 (waiting for a tile), 13 */
     for (int t = c.t0; t < c.t1; t++) {
         const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
         pipe.consumer_wait(st);
-        MLA_LAP(tid == 0, lap, 12u);
         if (c.pair)
             convert_pair<FMT>(c, st, nvalid, tid, gshift, p.scales_per_row);
         else
             convert_in_place<FMT>(c, st.stage, nvalid, tid, gshift, p.scales_per_row);
-        MLA_LAP(tid == 0, lap, 13u);
         st.advance(kStages);
     }
 }

@@ -9,7 +9,6 @@
 #define MLA_HOPPER_LOAD_CUH
 
 #include "hopper_layout.cuh"
-#include "trace.cuh"
 
 namespace mla {
 namespace hopper {
@@ -58,11 +57,9 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     PipeState st;
     st.init();
     int page = c.t0 < c.t1 ? page_at(p, bt, (c.t0 * (int)kBN) >> pshift) : 0;
-    MLA_LAP_START(lap); /* trace builds: phases 10 (waiting for a free stage), 11 */
     for (int t = c.t0; t < c.t1; t++) {
         const int row0 = (page << pshift) + ((t * (int)kBN) & pmask);
         const int next = t + 1 < c.t1 ? page_at(p, bt, ((t + 1) * (int)kBN) >> pshift) : 0;
-        MLA_LAP(true, lap, 11u);
         /* Pairs: free once both CTAs' consumers are done with it, as each
          * CTA's converter writes into both (waiting here rather than in
          * the converter measured 2 % faster: bench/NOTES.md). */
@@ -70,7 +67,6 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
             mbar_wait_cluster(pipe.empty_bar(st), st.phase ^ 1u);
         else
             pipe.producer_acquire(st);
-        MLA_LAP(true, lap, 10u);
         const uint32_t bar = pipe.full_bar(st);
         const uint32_t dst = c.stage(st.stage) + (kBulk                     ? 0u
                                                   : FMT == MLA_FMT_FP8_E4M3 ? kTile / 2
@@ -125,8 +121,6 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
         }
         if (spr > 0) /* h_kv == 1: the tile's scales are contiguous */
             bulk_g2s(scl, (const float *)p.scales + (int64_t)row0 * spr, sbytes, bar, pol);
-        if (t == c.t0)
-            MLA_STAMP(3); /* the first tile's copies issued */
         page = next;
         st.advance(c.nstages);
     }

@@ -58,7 +58,6 @@
 #include "softmax.cuh"
 #include "epilogue.cuh"
 #include "convert.cuh"
-#include "trace.cuh"
 
 namespace mla {
 namespace hopper {
@@ -563,12 +562,10 @@ struct NarrowFp8Consumer {
         if (kScaledV)
             vunit = 1.0f; /* P carries no factor */
         float sx[kScaleBlocks<KF>], sy[kScaleBlocks<KF>];
-        MLA_LAP_START(lap); /* trace builds: phases 5 wg .. 5 wg + 4 */
         for (int tt = c.t0 + (int)wg; tt < c.t1; tt += 2) {
             const uint32_t stg = c.stage(st.stage), scl = c.scales(st.stage);
             const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - tt * (int)kBN);
             pipe.consumer_wait(st);
-            MLA_LAP((tid & 127u) == 0, lap, 5u * wg);
             /* Scales after the MMAs are issued, but /64's blocks 0-3,
              * folded during them. */
             constexpr int kEarly = KF == 9 ? kEarlyBlocks : 0;
@@ -591,7 +588,6 @@ struct NarrowFp8Consumer {
                     for (int e = 0; e < 4; e++)
                         s[j][e] = kacc[0][j][e] * qscale;
             }
-            MLA_LAP((tid & 127u) == 0, lap, 5u * wg + 1u);
             /* V converts unscaled (times 2^-120) unless 32/64-dim scales
              * apply to each value; then P (at most 2^8) carries 2^120 /
              * vunit, and with 128-dim scales folded in, a scale of vunit /
@@ -606,7 +602,6 @@ struct NarrowFp8Consumer {
                 smax = fmaxf(smax, fmaxf(sx[b], sy[b]));
             const bool over0 = kFoldV && p_overflows(smax);
             prepare_scores(tt);
-            MLA_LAP((tid & 127u) == 0, lap, 5u * wg + 2u);
             /* Most tiles: P against the maxima as they stand, one barrier.
              * Else the exact step, which also raises vunit as needed. */
             if (!publish_lazy<NT, !kScaledV>(sx, sy, over0)) {
@@ -617,9 +612,7 @@ struct NarrowFp8Consumer {
                 }
                 publish_p<NT, !kScaledV>(sx, sy);
             }
-            MLA_LAP((tid & 127u) == 0, lap, 5u * wg + 3u);
             pv<kScaledV, NT>(stg, scl, nvalid, pipe.empty_bar(st));
-            MLA_LAP((tid & 127u) == 0, lap, 5u * wg + 4u);
             st.advance(c.nstages);
             st.advance(c.nstages);
         }
@@ -632,8 +625,6 @@ struct NarrowFp8Consumer {
     MLA_DEV void run()
     {
         mbar_wait(c.bars + kBarQ, 0);
-        if (tid == 0)
-            MLA_STAMP(5);
         qscale = lds_f32(c.bars + kQScale);
         /* Block scales fold into the scores (DS_MLA: the 4 nope blocks;
          * E4M3: 5 blocks of 128 or 9 of 64); 32-dim E4M3 blocks scale each
@@ -650,11 +641,8 @@ struct NarrowFp8Consumer {
             tiles<true, 9>();
         else
             tiles<true, 0>();
-        if (tid == 0) {
-            MLA_STAMP(6);
-            MLA_STAMP_NS(1);
+        if (tid == 0)
             griddep_launch_dependents();
-        }
         merge_and_write();
     }
 

@@ -51,7 +51,6 @@
 #include "wgmma.cuh"
 #include "softmax.cuh"
 #include "epilogue.cuh"
-#include "trace.cuh"
 
 namespace mla {
 namespace hopper {
@@ -107,7 +106,6 @@ struct SeesawConsumer {
     MLA_DEV void scores(int t, const PipeState &st)
     {
         const uint32_t stg = c.stage(st.stage);
-        MLA_LAP_START(lap); /* trace builds: phase 14 + wg, waiting for the tile */
         if (FMT == MLA_FMT_BF16) {
             mbar_wait(c.pipe().full_bar(st), st.phase);
         } else {
@@ -120,9 +118,6 @@ struct SeesawConsumer {
             if (c.pair && (tid & 127u) == 0)
                 mbar_arrive_peer(peer_addr(sent_bar(c.bars, st.stage), c.rank ^ 1u));
         }
-        MLA_LAP((tid & 127u) == 0, lap, 14u + wg);
-        if (tid == 0 && t == c.t0)
-            MLA_STAMP(8); /* the first tile landed */
         const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
         if (FMT == MLA_FMT_BF16 && nvalid < kBN) /* the other WG reads these rows only after a hand-over */
             zero_tail(stg, nvalid, tid & 127u, 128u, kNbWg0 + wg);
@@ -239,62 +234,46 @@ struct SeesawConsumer {
     MLA_DEV void run()
     {
         mbar_wait(c.bars + kBarQ, 0);
-        if (tid == 0)
-            MLA_STAMP(5);
         const uint32_t to1 = c.bars + kBarToWg1, to0 = c.bars + kBarToWg0;
         PipeState sa, sb;
         sa.init();
         sb.init();
         sb.stage = 1;
-        /* Trace builds: phases 0-4 (WG 0: scores with their wait, softmax,
-         * own P V, waiting for m_b, shared P V) and 5-9 (WG 1: waiting for
-         * m_a, shared P V, scores, softmax and hand-over, own P V). */
         /* WG 1 queues the odd tile's scores behind its P V of the even
          * one before it waits for that P V, so that the tensor pipe does
          * not drain between the two.  (WG 0 cannot do the same across
          * pairs: wgmmas in flight over the loop's back edge make ptxas
          * serialize every wgmma, C7518.) */
-        MLA_LAP_START(lap);
         for (int ta = c.t0; ta < c.t1; ta += 2) {
             const bool has_b = ta + 1 < c.t1;
             float f[2];
             if (wg == 0) {
                 scores(ta, sa);
                 scores_done();
-                MLA_LAP((tid & 127u) == 0, lap, 0u);
                 softmax(ta, f);
-                MLA_LAP((tid & 127u) == 0, lap, 1u);
                 hand_over(0, true, to1, sa.phase);
                 rescale(f); /* every wgmma of this WG has retired */
                 pv_own(0);
                 retire(sa);
-                MLA_LAP((tid & 127u) == 0, lap, 2u);
                 take_max(to0, sa.phase, f);
-                MLA_LAP((tid & 127u) == 0, lap, 3u);
                 rescale(f);
                 if (has_b) {
                     pv_shared(1);
                     retire(sb);
                 }
-                MLA_LAP((tid & 127u) == 0, lap, 4u);
             } else {
                 take_max(to1, sa.phase, f);
-                MLA_LAP((tid & 127u) == 0, lap, 5u);
                 rescale(f); /* every wgmma of this WG has retired */
                 pv_shared(0);
-                MLA_LAP((tid & 127u) == 0, lap, 6u);
                 if (has_b) {
                     scores(ta + 1, sb);
                     retire_before_scores(sa);
                     scores_done();
-                    MLA_LAP((tid & 127u) == 0, lap, 7u);
                     softmax(ta + 1, f);
                     hand_over(1, true, to0, sb.phase);
-                    MLA_LAP((tid & 127u) == 0, lap, 8u);
                     rescale(f);
                     pv_own(1);
                     retire(sb);
-                    MLA_LAP((tid & 127u) == 0, lap, 9u);
                 } else {
                     retire(sa);
                     hand_over(1, false, to0, sb.phase);

@@ -24,7 +24,6 @@
 #include "wgmma.cuh"
 #include "softmax.cuh"
 #include "epilogue.cuh"
-#include "trace.cuh"
 
 namespace mla {
 namespace hopper {
@@ -96,23 +95,16 @@ struct WideConsumer {
     {
         const uint32_t stg = c.stage(st.stage);
         constexpr int NCH = FMT == MLA_FMT_FP8_E4M3 ? 9 : 8;
-        /* Trace builds: phase 14 + wg, the time spent waiting for data. */
-        MLA_LAP_START(lap);
         if (FMT == MLA_FMT_FP8_DS_MLA) /* the RoPE chunk comes straight from TMA */
             mbar_wait(c.pipe().full_bar(st), st.phase);
         mbar_wait(converted_bar(c.bars, st.stage, 0), st.phase);
-        MLA_LAP((tid & 127u) == 0, lap, 14u + wg);
         wg_fence();
         if (FMT == MLA_FMT_FP8_DS_MLA)
             qk_chunks<8, 9>(sr, c.sq, stg, wg);
         qk_chunks<0, 3>(s, c.sq, stg, wg);
-        MLA_LAP_START(lap1);
         mbar_wait(converted_bar(c.bars, st.stage, 1), st.phase);
-        MLA_LAP((tid & 127u) == 0, lap1, 14u + wg);
         qk_chunks<3, 6, 1>(s, c.sq, stg, wg);
-        MLA_LAP_START(lap2);
         mbar_wait(converted_bar(c.bars, st.stage, 2), st.phase);
-        MLA_LAP((tid & 127u) == 0, lap2, 14u + wg);
         qk_chunks<6, NCH, 1>(s, c.sq, stg, wg);
         wg_commit();
     }
@@ -174,8 +166,6 @@ struct WideConsumer {
     MLA_DEV void run()
     {
         mbar_wait(c.bars + kBarQ, 0);
-        if (tid == 0)
-            MLA_STAMP(5);
         consume_tiles(*this, c.t0, c.t1);
         /* Each WG summed its own columns; the maxima are shared. */
         finish_wide(p, c, o, sm, row0, wg, tq, tid);

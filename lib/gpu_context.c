@@ -255,19 +255,6 @@ static mla_status_t load_kernels(mla_context_t *ctx)
         return mla__error(MLA_STATUS_INTERNAL_ERROR,
                              "no mla_decode_* kernel in the embedded fatbins");
 
-    /* hopper.cu always defines mla_trace_words (a failed lookup would be
-     * an API error under compute-sanitizer); trace builds give it 32
-     * words, the others one. */
-    for (int i = 0; i < MLA_GPU_NUM_FATBINS; i++) {
-        size_t bytes = 0;
-        if (strcmp(fatbins[i].name, "hopper") != 0)
-            continue;
-        if (cu->p_cuLibraryGetGlobal(&g->trace_words, &bytes, g->lib[i], "mla_trace_words") !=
-                CUDA_SUCCESS ||
-            bytes != 32 * sizeof(long long))
-            g->trace_words = 0;
-    }
-
     /* The wgmma kernels exist for sm_90a only (other images are empty). */
     if (g->cc_major == 9 && g->cc_minor == 0) {
         static const char *const family[3] = {"decode", "narrow", "pair"};

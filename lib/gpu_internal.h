@@ -46,10 +46,6 @@ struct mla_gpu_context {
     struct mla_gpu_kernel hopper_narrow[MLA_GPU_NUM_FORMATS];
     /* The wide FP8 kernels as 2-CTA clusters ("pairs"; fn NULL for BF16). */
     struct mla_gpu_kernel hopper_pair[MLA_GPU_NUM_FORMATS];
-    /* Trace builds of the sm_90a kernels only (-DMLA_TRACE,
-     * kernels/trace.cuh): CTA (0, 0, 0)'s timeline, printed to stderr
-     * after each such launch; 0 in normal builds. */
-    CUdeviceptr trace_words;
 };
 
 struct mla_gpu_plan {

@@ -10,11 +10,11 @@
  *                          hopper_seesaw.cuh, the warpgroups on alternate
  *                          tiles; FP8: hopper_wide.cuh, converted in place
  *                          by the converter warpgroup);
- *   mla_hopper_pair_<f8>   the wide FP8 kernel as clusters of 2 CTAs, the
- *                          M tiles 2k and 2k + 1, each converting half of
- *                          every tile for both (hopper_convert.cuh,
- *                          convert_pair); E4M3 tiles go to the seesaw
- *                          consumers, DS_MLA's to hopper_wide.cuh's;
+ *   mla_hopper_pair_e4m3   the wide E4M3 kernel as clusters of 2 CTAs,
+ *                          the M tiles 2k and 2k + 1, each converting half
+ *                          of every tile for both (hopper_convert.cuh,
+ *                          convert_pair), consumed as BF16 tiles are
+ *                          (hopper_seesaw.cuh);
  *   mla_hopper_narrow_bf16 narrow: at most 16 rows, transposed MMAs
  *                          (hopper_narrow.cuh; a 18-KB Q tile);
  *   mla_hopper_narrow_<f8> narrow FP8: the same MMAs with A built in
@@ -68,14 +68,9 @@
 #include "mla_params.h"
 #include "ptx.cuh"
 
-/* Only sm_90a has wgmma; other targets get empty kernels. */
+/* Only sm_90a has wgmma: the other images of this file hold no kernel
+ * (the host looks these up on compute capability 9.0 only). */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define MLA_HOPPER_BUILD 1
-#else
-#define MLA_HOPPER_BUILD 0
-#endif
-
-#if MLA_HOPPER_BUILD
 #include "hopper_layout.cuh"
 #include "hopper_load.cuh"
 #include "hopper_convert.cuh"
@@ -100,9 +95,9 @@ struct RegsT {
 };
 
 /* The wide kernels whose consumers take alternate tiles (hopper_seesaw.cuh):
- * BF16, and E4M3 in pairs, converted at twice the rate. */
+ * BF16, and the E4M3 pairs, converted at twice the rate. */
 template <int FMT, bool PAIR>
-constexpr bool kSeesaw = FMT == MLA_FMT_BF16 || (PAIR && FMT == MLA_FMT_FP8_E4M3);
+constexpr bool kSeesaw = FMT == MLA_FMT_BF16 || PAIR;
 
 template <int FMT, bool NARROW, bool PAIR>
 MLA_DEV void init_barriers(const Cta &c)
@@ -137,6 +132,7 @@ MLA_DEV void init_barriers(const Cta &c)
 template <int FMT, bool NARROW, bool PAIR = false>
 MLA_DEV void decode(const mla_hopper_params &hp)
 {
+    static_assert(!PAIR || (FMT == MLA_FMT_FP8_E4M3 && !NARROW), "the pair kernel is wide E4M3");
     using R = RegsT<kFp8Direct<FMT, NARROW>>;
     const mla_decode_params &p = hp.p;
     griddep_wait(); /* the schedule; Q, the cache */
@@ -193,24 +189,12 @@ MLA_DEV void decode(const mla_hopper_params &hp)
 
 } /* namespace hopper */
 } /* namespace mla */
-#define MLA_HOPPER_BODY(fmt, narrow, pair) mla::hopper::decode<fmt, narrow, pair>(hp)
-#else
-#define MLA_HOPPER_BODY(fmt, narrow, pair) (void)hp
-#endif
 
 #define MLA_HOPPER_KERNEL(name, fmt, narrow)                                                    \
     extern "C" __global__ void __launch_bounds__(MLA_DECODE_THREADS, 1)                         \
         name(const __grid_constant__ mla_hopper_params hp)                                      \
     {                                                                                           \
-        MLA_HOPPER_BODY(fmt, narrow, false);                                                    \
-    }
-
-/* The 2-CTA pairs: clusters of the M tiles 2k, 2k + 1. */
-#define MLA_HOPPER_PAIR_KERNEL(name, fmt)                                                       \
-    extern "C" __global__ void __cluster_dims__(2, 1, 1)                                        \
-        __launch_bounds__(MLA_DECODE_THREADS, 1) name(const __grid_constant__ mla_hopper_params hp) \
-    {                                                                                           \
-        MLA_HOPPER_BODY(fmt, false, true);                                                      \
+        mla::hopper::decode<fmt, narrow, false>(hp);                                            \
     }
 
 MLA_HOPPER_KERNEL(mla_hopper_decode_bf16, MLA_FMT_BF16, false)
@@ -219,5 +203,11 @@ MLA_HOPPER_KERNEL(mla_hopper_decode_dsmla, MLA_FMT_FP8_DS_MLA, false)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_bf16, MLA_FMT_BF16, true)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_e4m3, MLA_FMT_FP8_E4M3, true)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_dsmla, MLA_FMT_FP8_DS_MLA, true)
-MLA_HOPPER_PAIR_KERNEL(mla_hopper_pair_e4m3, MLA_FMT_FP8_E4M3)
-MLA_HOPPER_PAIR_KERNEL(mla_hopper_pair_dsmla, MLA_FMT_FP8_DS_MLA)
+
+/* The 2-CTA pair: clusters of the M tiles 2k, 2k + 1. */
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(MLA_DECODE_THREADS, 1)
+    mla_hopper_pair_e4m3(const __grid_constant__ mla_hopper_params hp)
+{
+    mla::hopper::decode<MLA_FMT_FP8_E4M3, false, true>(hp);
+}
+#endif /* __CUDA_ARCH_FEAT_SM90_ALL */

@@ -150,7 +150,7 @@ MLA_DEV void convert_in_place(const Cta &c, uint32_t stage, uint32_t nvalid, uin
 }
 
 /*
- * The 2-CTA pair kernels: this CTA's rows 32 rank .. + 31 of one FP8 tile
+ * The 2-CTA pair kernel: this CTA's rows 32 rank .. + 31 of one E4M3 tile
  * to BF16, from the pieces pair_piece() places (hopper_layout.cuh), into
  * this CTA's halves of the chunks and, by bulk copies, the other CTA's.
  * Thread tid takes 16 bytes (columns 16 qd ..) of row 32 rank + tid / 4
@@ -162,7 +162,6 @@ struct CvtRow {
     float s; /* its scale */
 };
 
-template <int FMT>
 struct PairConverter {
     uint32_t stg, scl, row, nvalid, qd, sw0, sw1, rank, peer_stg;
     int gshift, spr;
@@ -180,8 +179,8 @@ struct PairConverter {
     MLA_DEV CvtRow load(uint32_t ch) const
     {
         CvtRow u;
-        u.x = lds128(pair_piece<FMT>(stg, rank, ch) + 16u * (4u * (row & 31u) + qd));
-        u.s = row_scale<FMT>(scl, row, ch, qd, gshift, spr);
+        u.x = lds128(pair_piece(stg, rank, ch) + 16u * (4u * (row & 31u) + qd));
+        u.s = row_scale<MLA_FMT_FP8_E4M3>(scl, row, ch, qd, gshift, spr);
         return u;
     }
 
@@ -201,7 +200,7 @@ struct PairConverter {
      * copies read this CTA's half after the local arrival: nothing local
      * says when they are done reading it, so the consumers must not write
      * into these chunks before the other CTA reports the tile landed
-     * (E4M3's chunk 8 holds P later: sent_bar). */
+     * (chunk 8 holds P later: sent_bar). */
     MLA_DEV void publish(const Cta &c, uint32_t stage, uint32_t c0, uint32_t c1, int grp,
                          uint32_t tid) const
     {
@@ -231,23 +230,18 @@ struct PairConverter {
 
 /*
  * One tile, in steps that read every piece before its place is written
- * (named barrier kNbCvt between): E4M3 pieces 0-3 (halves 5-6) give
- * chunks 0-3, which overwrite none; pieces 4, 5 and 8 are read, then
- * chunks 4 and 5 overwrite halves 4 and 5; pieces 6 and 7 are read, chunks
- * 6 and 7 overwrite halves 6 and 7 (pieces 2-5, read before the first
- * barrier), and after a second barrier chunk 8 overwrites half 8 (pieces
- * 6, 7).  DS_MLA: pieces 0-3 (halves 4-5) give chunks 0-3; pieces 4, 5
- * (half 6) are read, chunks 4, 5 overwrite halves 4, 5; pieces 6, 7
- * (half 7) are read, chunk 6 overwrites half 6 and after a second barrier
- * chunk 7 half 7.  Chunk groups {0-2}, {3-5}, {6-8 / 6-7} are released as
- * in convert_in_place.
+ * (named barrier kNbCvt between): pieces 0-3 (halves 5-6) give chunks
+ * 0-3, which overwrite none; pieces 4, 5 and 8 are read, then chunks 4
+ * and 5 overwrite halves 4 and 5; pieces 6 and 7 are read, chunks 6 and 7
+ * overwrite halves 6 and 7 (pieces 2-5, read before the first barrier),
+ * and after a second barrier chunk 8 overwrites half 8 (pieces 6, 7).
+ * Chunk groups {0-2}, {3-5}, {6-8} are released as in convert_in_place.
  */
-template <int FMT>
 MLA_DEV void convert_pair(const Cta &c, const PipeState &st, uint32_t nvalid, uint32_t tid,
                           int gshift, int spr)
 {
     const uint32_t stage = st.stage;
-    const PairConverter<FMT> cv(c, stage, nvalid, tid, gshift, spr);
+    const PairConverter cv(c, stage, nvalid, tid, gshift, spr);
     {
         const CvtRow u0 = cv.load(0), u1 = cv.load(1), u2 = cv.load(2), u3 = cv.load(3);
         cv.store(0, u0);
@@ -256,26 +250,17 @@ MLA_DEV void convert_pair(const Cta &c, const PipeState &st, uint32_t nvalid, ui
         cv.publish(c, stage, 0, 3, 0, tid);
         cv.store(3, u3);
     }
-    const CvtRow u4 = cv.load(4), u5 = cv.load(5);
-    CvtRow u8 = u4;
-    if (FMT == MLA_FMT_FP8_E4M3)
-        u8 = cv.load(8);
+    const CvtRow u4 = cv.load(4), u5 = cv.load(5), u8 = cv.load(8);
     bar_sync(kNbCvt, 128);
     cv.store(4, u4);
     cv.store(5, u5);
     cv.publish(c, stage, 3, 6, 1, tid);
     const CvtRow u6 = cv.load(6), u7 = cv.load(7);
     cv.store(6, u6);
-    if (FMT == MLA_FMT_FP8_E4M3) {
-        cv.store(7, u7);
-        bar_sync(kNbCvt, 128);
-        cv.store(8, u8);
-        cv.publish(c, stage, 6, 9, 2, tid);
-    } else {
-        bar_sync(kNbCvt, 128);
-        cv.store(7, u7);
-        cv.publish(c, stage, 6, 8, 2, tid);
-    }
+    cv.store(7, u7);
+    bar_sync(kNbCvt, 128);
+    cv.store(8, u8);
+    cv.publish(c, stage, 6, 9, 2, tid);
 }
 
 template <int FMT, bool NARROW>
@@ -310,7 +295,7 @@ MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid
         const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
         pipe.consumer_wait(st);
         if (c.pair)
-            convert_pair<FMT>(c, st, nvalid, tid, gshift, p.scales_per_row);
+            convert_pair(c, st, nvalid, tid, gshift, p.scales_per_row);
         else
             convert_in_place<FMT>(c, st.stage, nvalid, tid, gshift, p.scales_per_row);
         st.advance(kStages);

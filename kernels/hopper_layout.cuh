@@ -30,7 +30,7 @@ constexpr uint32_t kChunk = 8192, kTile = MLA_HOPPER_TILE_BYTES;
  *   (free)      136
  *   merge[3]    144  narrow FP8: the warpgroups' merge steps; wide: the
  *                    BF16 hand-overs to WG 1 and to WG 0, the final sums
- *   sent[2]     168  E4M3 pairs: the other CTA has this CTA's half of the
+ *   sent[2]     168  pairs: the other CTA has this CTA's half of the
  *                    tile in stage s (hopper_seesaw.cuh, hand_over)
  * Narrow FP8 converts nothing and keeps two words of the Q tile where the
  * converted barriers are: the writers' maxima (4 words) at qmax, the
@@ -111,25 +111,24 @@ struct Cta : CtaWork {
 };
 
 /*
- * The 2-CTA pair kernels: each CTA loads FP8 rows 32 rank .. 32 rank + 31
- * of every tile (32-row boxes, 2048 bytes per 64 columns: "pieces") and
- * converts them into its half of each BF16 chunk, the 4096 bytes at
- * stage + 8192 c + 4096 rank, and sends that half to the other CTA by a
- * bulk copy; the other half arrives from there.  So the pieces must lie
- * in this CTA's own halves, where the other CTA never writes, and where
- * the conversion overwrites them only after they are read: piece p at
- * the upper 2048 bytes of half 4 (E4M3's p = 8) or in half 5 + p / 2
- * (E4M3) or 4 + p / 2 (DS_MLA), so chunks 0-3 convert freely
- * (hopper_convert.cuh, convert_pair).
+ * The 2-CTA pair kernel (E4M3): each CTA loads FP8 rows 32 rank .. 32
+ * rank + 31 of every tile (32-row boxes, 2048 bytes per 64 columns: 9
+ * "pieces") and converts them into its half of each BF16 chunk, the 4096
+ * bytes at stage + 8192 c + 4096 rank, and sends that half to the other
+ * CTA by a bulk copy; the other half arrives from there.  So the pieces
+ * must lie in this CTA's own halves, where the other CTA never writes,
+ * and where the conversion overwrites them only after they are read:
+ * piece 8 at the upper 2048 bytes of half 4, piece p < 8 in half 5 + p /
+ * 2, so chunks 0-3 convert freely (hopper_convert.cuh, convert_pair).
  */
-template <int FMT>
+constexpr uint32_t kPairPieces = 9;
+
 MLA_DEV uint32_t pair_piece(uint32_t stg, uint32_t rank, uint32_t p)
 {
     const uint32_t half = stg + 4096u * rank;
-    if (FMT == MLA_FMT_FP8_E4M3 && p == 8)
+    if (p == 8)
         return half + 4u * kChunk + 2048u;
-    const uint32_t first = FMT == MLA_FMT_FP8_E4M3 ? 5u : 4u;
-    return half + (first + (p >> 1)) * kChunk + 2048u * (p & 1u);
+    return half + (5u + (p >> 1)) * kChunk + 2048u * (p & 1u);
 }
 
 /* Whether this launch matches the instantiation (else it does nothing

@@ -45,10 +45,9 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     /* An FP8 tile is its rows' bytes however it lands (DS_MLA's boxes:
      * nope, scales, RoPE), plus E4M3's block scales. */
     uint32_t bytes = FMT == MLA_FMT_BF16 ? kTile : kBN * kFp8RowPitch<FMT> + sbytes;
-    /* A pair CTA loads half the nope / E4M3 rows (hopper_layout.cuh). */
-    constexpr uint32_t kPieces = FMT == MLA_FMT_FP8_E4M3 ? 9u : 8u;
+    /* A pair CTA loads half the rows (hopper_layout.cuh). */
     if (FMT != MLA_FMT_BF16 && c.pair)
-        bytes -= kPieces * 2048u;
+        bytes -= kPairPieces * 2048u;
     static_assert(8u * 4096u + kBN * 16u + kChunk == kBN * kFp8RowPitch<MLA_FMT_FP8_DS_MLA> &&
                       kTile / 2 == kBN * kFp8RowPitch<MLA_FMT_FP8_E4M3>,
                   "an FP8 tile's boxes are its rows' bytes");
@@ -92,13 +91,9 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
             const void *map3 = &hp.kv_map[3];
             const uint32_t stg = c.stage(st.stage);
 #pragma unroll
-            for (uint32_t k = 0; k < kPieces; k++)
-                tma_load_3d(pair_piece<FMT>(stg, c.rank, k), map3, 64 * (int)k, c.kh,
+            for (uint32_t k = 0; k < kPairPieces; k++)
+                tma_load_3d(pair_piece(stg, c.rank, k), map3, 64 * (int)k, c.kh,
                             row0 + 32 * (int)c.rank, bar, pol);
-            if (FMT == MLA_FMT_FP8_DS_MLA) {
-                tma_load_3d(scl, map1, kDsScaleOffset, c.kh, row0, bar, pol);
-                tma_load_3d(stg + 8u * kChunk, map2, kDsRopeOffset, c.kh, row0, bar, pol);
-            }
             /* With each tile converted in half the time, the load's
              * latency is on the critical path (two stages): this CTA's
              * rows of the next tile go to L2 now (one KV head: contiguous;

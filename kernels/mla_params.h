@@ -263,15 +263,15 @@ MLA_HD int32_t mla_decode_auto_stages(int32_t fmt, int32_t block_n, int32_t scal
  *     DS_MLA: [0] u8, box 64 bytes (the 512 nope bytes, 8 boxes),
  *             [1] u8, box 16 bytes at column 512 (the 4 fp32 scales),
  *             [2] u8, box 128 bytes at column 528 (bf16 RoPE), SWIZZLE_128B;
- *     FP8, the 2-CTA pair kernels: [3] as [0] but 32 rows a box (each CTA
- *             of the pair loads half the tile's rows).
- * mla_hopper_pair_<f8> (f8 in {e4m3, dsmla}): the wide FP8 kernel as
- *   clusters of 2 CTAs, the M tiles 2k and 2k + 1 of one (request, KV
- *   head, split), each converting half of every tile for both; grid x
- *   (m_blocks) must be even and both M tiles must see the same tiles
- *   (heads_per_kv a multiple of 128).
- * Built for other targets the kernels are empty; the host only selects
- * them on compute capability 9.0.
+ *     E4M3, the 2-CTA pair kernel: [3] as [0] but 32 rows a box (each
+ *             CTA of the pair loads half the tile's rows).
+ * mla_hopper_pair_e4m3: the wide E4M3 kernel as clusters of 2 CTAs, the
+ *   M tiles 2k and 2k + 1 of one (request, KV head, split), each
+ *   converting half of every tile for both; grid x (m_blocks) must be even
+ *   and both M tiles must see the same tiles (heads_per_kv a multiple of
+ *   128).
+ * These kernels exist in the sm_90a image only; the host looks them up
+ * on compute capability 9.0 only.
  */
 #ifdef __cplusplus
 #define MLA_ALIGN64 alignas(64)

@@ -44,7 +44,8 @@ struct mla_gpu_context {
      * narrow (at most MLA_NARROW_ROWS rows); fn NULL on other devices. */
     struct mla_gpu_kernel hopper[MLA_GPU_NUM_FORMATS];
     struct mla_gpu_kernel hopper_narrow[MLA_GPU_NUM_FORMATS];
-    /* The wide FP8 kernels as 2-CTA clusters ("pairs"; fn NULL for BF16). */
+    /* The wide E4M3 kernel as 2-CTA clusters ("pairs"; fn NULL for the
+     * other formats). */
     struct mla_gpu_kernel hopper_pair[MLA_GPU_NUM_FORMATS];
 };
 

@@ -166,7 +166,7 @@ MLA_DEV void decode(const mla_hopper_params &hp)
             NarrowConsumer cons(p, c, warp >> 2, warp & 3u, lane);
             cons.run();
         } else if constexpr (kSeesaw<FMT, PAIR>) {
-            SeesawConsumer<FMT> cons(p, c, warp >> 2, warp & 3u, lane);
+            SeesawConsumer<FMT, PAIR> cons(p, c, warp >> 2, warp & 3u, lane);
             cons.run();
         } else {
             WideConsumer<FMT> cons(p, c, warp >> 2, warp & 3u, lane);
@@ -175,12 +175,12 @@ MLA_DEV void decode(const mla_hopper_params &hp)
     } else if (warp < 12) {
         setmaxnreg_dec<R::kCvt>();
         setup<FMT, NARROW, PAIR>(p, c);
-        convert_role<FMT, NARROW>(p, c, threadIdx.x - 256u);
+        convert_role<FMT, NARROW, PAIR>(p, c, threadIdx.x - 256u);
     } else {
         setmaxnreg_dec<R::kLoad>();
         if (warp == 12 && elect_one()) {
             setup<FMT, NARROW, PAIR>(p, c);
-            load_role<FMT, NARROW>(hp, c);
+            load_role<FMT, NARROW, PAIR>(hp, c);
         }
     }
     if (PAIR) /* the other CTA may still arrive here or read from here */

@@ -55,13 +55,14 @@ MLA_DEV bool consumers_test(uint32_t tid, uint32_t bar, uint32_t parity)
 }
 
 /* A consumer thread frees stage st (after its wgmmas that read it
- * retired).  Pair kernels: the other CTA's converter sends its half of the
- * next tile into this stage, so each warp frees it there too (one
- * arrival a warp; all 32 lanes call this). */
+ * retired).  PAIR: the other CTA's converter sends its half of the next
+ * tile into this stage, so each warp frees it there too (one arrival a
+ * warp; all 32 lanes call this). */
+template <bool PAIR>
 MLA_DEV void release_stage(const Cta &c, const PipeState &st, uint32_t tid)
 {
     c.pipe().consumer_release(st);
-    if (c.pair) {
+    if (PAIR) {
         __syncwarp();
         if ((tid & 31u) == 0)
             mbar_arrive_peer(peer_addr(c.pipe().empty_bar(st), c.rank ^ 1u));

@@ -263,7 +263,7 @@ MLA_DEV void convert_pair(const Cta &c, const PipeState &st, uint32_t nvalid, ui
     cv.publish(c, stage, 6, 9, 2, tid);
 }
 
-template <int FMT, bool NARROW>
+template <int FMT, bool NARROW, bool PAIR>
 MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid)
 {
     if (kFp8Direct<FMT, NARROW>) {
@@ -294,7 +294,7 @@ MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid
     for (int t = c.t0; t < c.t1; t++) {
         const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
         pipe.consumer_wait(st);
-        if (c.pair)
+        if (PAIR)
             convert_pair(c, st, nvalid, tid, gshift, p.scales_per_row);
         else
             convert_in_place<FMT>(c, st.stage, nvalid, tid, gshift, p.scales_per_row);

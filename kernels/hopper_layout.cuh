@@ -102,8 +102,8 @@ struct Cta : CtaWork {
     uint32_t xchg;    /* consumers' exchange area (not narrow FP8) */
     uint32_t cmax;    /* narrow: column exchange */
     uint32_t bars;
-    uint32_t pair;    /* 1 in a 2-CTA pair kernel (hopper.cu), else 0 */
-    uint32_t rank;    /* pair: this CTA's rank, the half of each tile it converts */
+    uint32_t rank;    /* 2-CTA pair: this CTA's rank, the half of each tile it
+                       * converts; else 0 */
     MLA_DEV uint32_t stage(uint32_t s) const { return skv + s * sstride; }
     MLA_DEV uint32_t scales(uint32_t s) const { return sscl + s * scl_stride; }
     /* loaded (full) and free (empty) barriers of the stage ring */
@@ -148,7 +148,6 @@ MLA_DEV void layout(const mla_decode_params &p, Cta &c)
 {
     extern __shared__ __align__(1024) uint8_t smem[];
     const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;
-    c.pair = PAIR ? 1u : 0u;
     c.rank = PAIR ? cluster_rank() : 0u;
     c.sq = base;
     c.sstride = kTile;

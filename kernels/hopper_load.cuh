@@ -23,7 +23,7 @@ namespace hopper {
  * (16 bytes a row) to `scl` and its bf16 RoPE box to dst + 32768 (the
  * stage's chunk 8 itself).  E4M3 block scales by one bulk copy to `scl`.
  */
-template <int FMT, bool NARROW>
+template <int FMT, bool NARROW, bool PAIR>
 MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
 {
     const mla_decode_params &p = hp.p;
@@ -31,7 +31,7 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     /* Narrow FP8 copies its tiles without a tensor map. */
     constexpr bool kBulk = kBulkTile<FMT, NARROW>;
     if (!kBulk) {
-        prefetch_tensormap(c.pair ? (const void *)&hp.kv_map[3] : map0);
+        prefetch_tensormap(PAIR ? (const void *)&hp.kv_map[3] : map0);
         if (FMT == MLA_FMT_FP8_DS_MLA) {
             prefetch_tensormap(map1);
             prefetch_tensormap(map2);
@@ -46,7 +46,7 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
      * nope, scales, RoPE), plus E4M3's block scales. */
     uint32_t bytes = FMT == MLA_FMT_BF16 ? kTile : kBN * kFp8RowPitch<FMT> + sbytes;
     /* A pair CTA loads half the rows (hopper_layout.cuh). */
-    if (FMT != MLA_FMT_BF16 && c.pair)
+    if (PAIR)
         bytes -= kPairPieces * 2048u;
     static_assert(8u * 4096u + kBN * 16u + kChunk == kBN * kFp8RowPitch<MLA_FMT_FP8_DS_MLA> &&
                       kTile / 2 == kBN * kFp8RowPitch<MLA_FMT_FP8_E4M3>,
@@ -62,7 +62,7 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
         /* Pairs: free once both CTAs' consumers are done with it, as each
          * CTA's converter writes into both (waiting here rather than in
          * the converter measured 2 % faster: bench/NOTES.md). */
-        if (c.pair)
+        if (PAIR)
             mbar_wait_cluster(pipe.empty_bar(st), st.phase ^ 1u);
         else
             pipe.producer_acquire(st);
@@ -87,7 +87,7 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
             else
                 for (uint32_t r = 0; r < kBN; r++)
                     bulk_g2s(dst + r * kRow, src + (int64_t)r * p.h_kv * kRow, kRow, bar, pol);
-        } else if (c.pair) {
+        } else if (PAIR) {
             const void *map3 = &hp.kv_map[3];
             const uint32_t stg = c.stage(st.stage);
 #pragma unroll

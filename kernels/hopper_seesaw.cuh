@@ -70,9 +70,10 @@ MLA_DEV void qk_tile(float (&s)[8][4], uint32_t sq, uint32_t stg)
         }
 }
 
-template <int FMT>
+template <int FMT, bool PAIR>
 struct SeesawConsumer {
     static_assert(FMT != MLA_FMT_FP8_DS_MLA, "DS_MLA's RoPE scores need more registers");
+    static_assert(PAIR == (FMT == MLA_FMT_FP8_E4M3), "E4M3 tiles come from the pair converters");
     const mla_decode_params &p;
     const Cta &c;
     uint32_t wg, g, tq, tid;
@@ -115,7 +116,7 @@ struct SeesawConsumer {
             /* Pairs: the other CTA's half of the tile has landed here, so
              * its bulk copies are done reading it there: tell it (its
              * hand_over of this tile waits for that). */
-            if (c.pair && (tid & 127u) == 0)
+            if (PAIR && (tid & 127u) == 0)
                 mbar_arrive_peer(peer_addr(sent_bar(c.bars, st.stage), c.rank ^ 1u));
         }
         const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
@@ -137,7 +138,7 @@ struct SeesawConsumer {
     {
         wg_wait<1>();
         wg_hold(o);
-        release_stage(c, st, tid);
+        release_stage<PAIR>(c, st, tid);
     }
 
     /* P of tile t in s and pf, the running maximum past it in sm.m, and
@@ -172,7 +173,7 @@ struct SeesawConsumer {
              * (the local arrivals come before the copies are issued, and
              * the other half is the other CTA's): P overwrites it only once
              * the other CTA reports that the tile landed there (scores). */
-            if (c.pair)
+            if (PAIR)
                 mbar_wait_cluster(sent_bar(c.bars, stage), parity);
             const uint32_t pb = c.stage(stage) + 8u * kChunk + (uint32_t)row0 * 128u + 4u * tq;
 #pragma unroll
@@ -228,7 +229,7 @@ struct SeesawConsumer {
     {
         wg_wait<0>();
         wg_hold(o);
-        release_stage(c, st, tid);
+        release_stage<PAIR>(c, st, tid);
     }
 
     MLA_DEV void run()

@@ -155,7 +155,7 @@ struct WideConsumer {
     /* Queue O[:, 256 wg ..] += P V for the tile in stage st; one commit group. */
     MLA_DEV void pv(const PipeState &st) { pv_chunk8(o, c.stage(st.stage), wg); }
 
-    MLA_DEV void release(const PipeState &st) const { release_stage(c, st, tid); }
+    MLA_DEV void release(const PipeState &st) const { release_stage<false>(c, st, tid); }
 
     MLA_DEV void wait_o()
     {

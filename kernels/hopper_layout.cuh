@@ -70,16 +70,14 @@ constexpr uint32_t kDsScaleOffset = 512u, kDsRopeOffset = 528u;
 
 /* Narrow FP8: the leading 64-dim chunks of the Q tile held in f16, whose
  * K bytes the consumers convert unscaled with one cvt per pair: the nope
- * chunks of DS_MLA (its RoPE is bf16 in the cache), all of E4M3 without
- * block scales or with 64- or 128-dim ones (folded into the scores);
+ * chunks of DS_MLA (its RoPE is bf16 in the cache), all of E4M3 unless
  * 32-dim blocks scale each K value in bf16 (0: a BF16 tile).  The
- * consumers branch on the same scale counts (NarrowFp8Consumer::run). */
+ * consumers branch on the same scale mode (NarrowFp8Consumer::run). */
 template <int FMT>
 MLA_DEV uint32_t q_f16_chunks(const mla_decode_params &p)
 {
-    if (FMT == MLA_FMT_FP8_DS_MLA)
-        return 8;
-    return p.scales_per_row == 0 || p.scales_per_row == 5 || p.scales_per_row == 9 ? 9 : 0;
+    const int32_t mode = mla_scale_mode(FMT, p.scales_per_row);
+    return mode == MLA_SCALES_DSMLA ? 8 : mode != MLA_SCALES_32 ? 9 : 0;
 }
 
 /* Stages of each layout, at most (narrow E4M3: Cta::nstages follows the

@@ -64,7 +64,8 @@ namespace hopper {
 
 /* Folded scale blocks of K: KF (0: none), 128 dims each (DS_MLA: 4,
  * E4M3 /128: 5, the last one RoPE's 64 dims) or 64 (E4M3 /64: 9, one per
- * chunk). */
+ * chunk: kChunkBlocks). */
+constexpr int kChunkBlocks = MLA_SPR_64;
 template <int KF>
 constexpr int kScaleBlocks = KF > 0 ? KF : 1;
 /* Partial S^T accumulators of a tile: one per folded block, but /64 uses
@@ -72,18 +73,18 @@ constexpr int kScaleBlocks = KF > 0 ? KF : 1;
  * blocks 5-8 reuse accumulators 0-3. */
 constexpr int kEarlyBlocks = 4;
 template <int KF>
-constexpr int kAccBlocks = KF == 9 ? 5 : KF > 0 ? KF : 1;
+constexpr int kAccBlocks = KF == kChunkBlocks ? 5 : KF > 0 ? KF : 1;
 
 /* K chunk ch's scale block, and its accumulator. */
 template <int KF>
 MLA_DEV constexpr int chunk_block(uint32_t ch)
 {
-    return KF == 9 ? (int)ch : ((int)(ch >> 1) < KF - 1 ? (int)(ch >> 1) : KF - 1);
+    return KF == kChunkBlocks ? (int)ch : ((int)(ch >> 1) < KF - 1 ? (int)(ch >> 1) : KF - 1);
 }
 template <int KF>
 MLA_DEV constexpr int block_acc(int b)
 {
-    return KF == 9 && b > kEarlyBlocks ? b - kEarlyBlocks - 1 : b;
+    return KF == kChunkBlocks && b > kEarlyBlocks ? b - kEarlyBlocks - 1 : b;
 }
 
 /* Two bytes (LO, HI of {a, b}) as a bf16x2 fragment register: times
@@ -267,7 +268,7 @@ struct NarrowFp8Consumer {
                     wgmma_m64n16_rs(sr, a[ch % NB][st], db, st != 0 ? 1u : 0u);
                 } else if (KF > 0) {
                     const int b = chunk_block<KF>(ch);
-                    const bool first = KF == 9 || ch == 2u * (uint32_t)b;
+                    const bool first = KF == kChunkBlocks || ch == 2u * (uint32_t)b;
                     wgmma_m64n16_rs<kF16>(kacc[block_acc<KF>(b)], a[ch % NB][st], db,
                                           first && st == 0 ? 0u : 1u);
                 } else {
@@ -279,7 +280,7 @@ struct NarrowFp8Consumer {
             if (ch + 1 < 9) {
                 const KRaw k = k_load<kScaledK>(stg, scl, ch + 1);
                 wg_wait<NB - 1>(); /* chunk ch + 1 - NB retired: its buffer is free */
-                if (KF == 9 && ch == kEarlyBlocks)
+                if (KF == kChunkBlocks && ch == kEarlyBlocks)
                     fold_blocks<KF, 0, kEarlyBlocks>(kacc, sx, sy, false);
                 k_frags<kScaledK, kF16>(k, ch + 1, a[(ch + 1) % NB]);
             }
@@ -345,7 +346,8 @@ struct NarrowFp8Consumer {
                              const float (&sx)[kScaleBlocks<KF>],
                              const float (&sy)[kScaleBlocks<KF>])
     {
-        fold_blocks<KF, KF == 9 ? kEarlyBlocks : 0, KF>(kacc, sx, sy, KF == 9);
+        constexpr bool kEarly = KF == kChunkBlocks;
+        fold_blocks<KF, kEarly ? kEarlyBlocks : 0, KF>(kacc, sx, sy, kEarly);
 #pragma unroll
         for (int j = 0; j < 2; j++)
 #pragma unroll
@@ -546,9 +548,17 @@ struct NarrowFp8Consumer {
         }
     }
 
-    template <bool SC, int KF>
+    /* The tile loop of scale mode MODE (mla_params.h): SC whether K or V
+     * have scales, KF the scale blocks folded into the scores (128 dims
+     * each, the last one RoPE's 64 with E4M3; or 64 dims) or 0. */
+    template <int MODE>
     MLA_DEV void tiles()
     {
+        constexpr bool SC = MODE != MLA_SCALES_NONE;
+        constexpr int KF = MODE == MLA_SCALES_DSMLA ? 4
+                           : MODE == MLA_SCALES_128 ? MLA_SPR_128
+                           : MODE == MLA_SCALES_64  ? MLA_SPR_64
+                                                    : 0;
         const Pipe pipe = c.pipe();
         PipeState st;
         st.stage = wg;
@@ -556,7 +566,7 @@ struct NarrowFp8Consumer {
         float kacc[kAccBlocks<KF>][2][4];
         /* 128-dim scales folded into the scores fold into P too (their
          * first four blocks are V's); 64-dim ones scale each V value. */
-        constexpr bool kFoldV = KF == 4 || KF == 5;
+        constexpr bool kFoldV = MODE == MLA_SCALES_DSMLA || MODE == MLA_SCALES_128;
         constexpr int NT = kFoldV ? 4 : 1;
         constexpr bool kScaledV = SC && !kFoldV;
         if (kScaledV)
@@ -568,7 +578,7 @@ struct NarrowFp8Consumer {
             pipe.consumer_wait(st);
             /* Scales after the MMAs are issued, but /64's blocks 0-3,
              * folded during them. */
-            constexpr int kEarly = KF == 9 ? kEarlyBlocks : 0;
+            constexpr int kEarly = KF == kChunkBlocks ? kEarlyBlocks : 0;
             if (kEarly > 0)
                 row_scales<KF, 0, kEarly>(scl, nvalid, sx, sy);
             qk<SC, KF>(stg, scl, kacc, sx, sy);
@@ -628,19 +638,20 @@ struct NarrowFp8Consumer {
         qscale = lds_f32(c.bars + kQScale);
         /* Block scales fold into the scores (DS_MLA: the 4 nope blocks;
          * E4M3: 5 blocks of 128 or 9 of 64); 32-dim E4M3 blocks scale each
-         * converted K value.  The branches on spr match q_f16_chunks (the
-         * Q tile is f16 exactly where K is converted unscaled); each keeps
-         * its spr a constant for the scale addressing. */
+         * converted K value.  The branches are mla_scale_mode's, as in
+         * q_f16_chunks (the Q tile is f16 exactly where K is converted
+         * unscaled), taken on spr itself so that each keeps spr a
+         * constant for the scale addressing. */
         if (FMT == MLA_FMT_FP8_DS_MLA)
-            tiles<true, 4>();
+            tiles<MLA_SCALES_DSMLA>();
         else if (spr == 0)
-            tiles<false, 0>();
-        else if (spr == 5)
-            tiles<true, 5>();
-        else if (spr == 9)
-            tiles<true, 9>();
+            tiles<MLA_SCALES_NONE>();
+        else if (spr == MLA_SPR_128)
+            tiles<MLA_SCALES_128>();
+        else if (spr == MLA_SPR_64)
+            tiles<MLA_SCALES_64>();
         else
-            tiles<true, 0>();
+            tiles<MLA_SCALES_32>();
         if (tid == 0)
             griddep_launch_dependents();
         merge_and_write();

@@ -222,6 +222,31 @@ MLA_HD int32_t mla_row_bytes(int32_t fmt)
     return fmt == MLA_FMT_BF16 ? 1152 : fmt == MLA_FMT_FP8_E4M3 ? 576 : 656;
 }
 
+/* Scale modes: how a cache's values are scaled, from its format and
+ * scales_per_row (E4M3: ceil(576 / scale_block), MLA_SPR_<block>).  The
+ * narrow FP8 kernels fold 128- and 64-dim block scales (and DS_MLA's)
+ * into the scores, so that K converts unscaled, and scale each K value
+ * with 32-dim ones. */
+#define MLA_SCALES_NONE 0  /* BF16, E4M3 without block scales */
+#define MLA_SCALES_128 1   /* E4M3, blocks of 128 dims */
+#define MLA_SCALES_64 2    /* E4M3, blocks of 64 dims */
+#define MLA_SCALES_32 3    /* E4M3, blocks of 32 dims */
+#define MLA_SCALES_DSMLA 4 /* DS_MLA: 4 scales of 128 nope dims, inside the row */
+#define MLA_SPR_128 ((MLA_D_QK + 127) / 128) /* 5 */
+#define MLA_SPR_64 ((MLA_D_QK + 63) / 64)    /* 9 */
+#define MLA_SPR_32 ((MLA_D_QK + 31) / 32)    /* 18 */
+
+MLA_HD int32_t mla_scale_mode(int32_t fmt, int32_t scales_per_row)
+{
+    if (fmt == MLA_FMT_FP8_DS_MLA)
+        return MLA_SCALES_DSMLA;
+    if (fmt != MLA_FMT_FP8_E4M3 || scales_per_row == 0)
+        return MLA_SCALES_NONE;
+    return scales_per_row == MLA_SPR_128  ? MLA_SCALES_128
+           : scales_per_row == MLA_SPR_64 ? MLA_SCALES_64
+                                          : MLA_SCALES_32;
+}
+
 /* Dynamic shared memory of a decode kernel.  FP8 rows are staged inside
  * the stage's own BF16 rows and converted in place, and E4M3 block scales
  * ride in the same rows (kernels/convert.cuh), so the size is the same

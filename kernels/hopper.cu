@@ -136,9 +136,11 @@ MLA_DEV void decode(const mla_hopper_params &hp)
     using R = RegsT<kFp8Direct<FMT, NARROW>>;
     const mla_decode_params &p = hp.p;
     griddep_wait(); /* the schedule; Q, the cache */
+    if (!launch_matches<FMT, NARROW, PAIR>(p))
+        __trap();
     /* Both CTAs of a pair take the same branch: they differ only in the
      * M tile, and so share the request, piece and tiles. */
-    if (!launch_matches<FMT, NARROW, PAIR>(p) || !cta_has_work(p)) {
+    if (!cta_has_work(p)) {
         if (threadIdx.x == 0)
             report_bad_call(p);
         return;

@@ -129,8 +129,9 @@ MLA_DEV uint32_t pair_piece(uint32_t stg, uint32_t rank, uint32_t p)
     return half + (5u + (p >> 1)) * kChunk + 2048u * (p & 1u);
 }
 
-/* Whether this launch matches the instantiation (else it does nothing
- * rather than hang or overrun shared memory). */
+/* Whether this launch matches the instantiation.  The host launches each
+ * kernel only with a plan made for it, so a mismatch is a library bug:
+ * the kernel traps rather than hang or overrun shared memory. */
 template <int FMT, bool NARROW, bool PAIR = false>
 MLA_DEV bool launch_matches(const mla_decode_params &p)
 {
@@ -181,7 +182,10 @@ MLA_DEV void layout(const mla_decode_params &p, Cta &c)
 }
 
 /* The work of this CTA and its buffers; false if it has nothing to do
- * (uniform over the CTA).  NARROW picks the layout. */
+ * (uniform over the CTA).  NARROW picks the layout.  The launch matches
+ * here (decode traps otherwise); the roles ask again to keep their code
+ * as measured (without the test ptxas allocates their registers
+ * differently). */
 template <int FMT, bool NARROW, bool PAIR = false>
 MLA_DEV bool setup(const mla_decode_params &p, Cta &c)
 {

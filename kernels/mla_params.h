@@ -167,7 +167,8 @@ struct mla_append_params {
  *   entries changed after the schedule checked them cannot move a read
  *   outside it.
  *   Needs kv_format == f, block_n == BN, 16-byte aligned q and kv,
- *   scales != 0 iff scales_per_row > 0 (E4M3 with a scale block).
+ *   scales != 0 iff scales_per_row > 0 (E4M3 with a scale block).  A
+ *   launch with another kv_format, block_n or num_stages traps.
  *
  * mla_combine (kernels/combine.cu), struct mla_decode_params
  *   grid (combine_ctas), block 128, no dynamic smem; PDL: launched as a
@@ -280,7 +281,9 @@ MLA_HD int32_t mla_decode_auto_stages(int32_t fmt, int32_t block_n, int32_t scal
  *   Needs page_size >= 64 (a KV tile is 64 consecutive rows of one page,
  *   one TMA box per 64 columns), num_pages * page_size < 2^31, and for
  *   E4M3 with block scales h_kv == 1 and 16-byte aligned scales (one bulk
- *   copy of the tile's 64 rows of scales).
+ *   copy of the tile's 64 rows of scales).  A launch with another
+ *   kv_format, block_n, num_stages or block_m, pages of fewer than 64
+ *   rows, or (pairs) an odd m_blocks traps.
  *   kv_map[] are CUtensorMaps over the cache viewed as [rows = num_pages
  *   * page_size][h_kv][row elements], boxes of 64 rows x 1 head:
  *     BF16:   [0] bf16, box 64 columns, SWIZZLE_128B (the wgmma layout);

@@ -123,6 +123,10 @@ MLA_DEV void finish_wide(const mla_decode_params &p, const Cta &c, const float (
  * tiles are done): 512 floats + 16 bytes, so the 4 query columns of a
  * warp's store fall in different banks. */
 constexpr uint32_t kStageRow = 2064;
+static_assert(MLA_NARROW_ROWS * kStageRow <= kTile &&
+                  MLA_NARROW_ROWS * kStageRow <= mla_narrow8_stage_bytes(MLA_FMT_FP8_E4M3, 0) &&
+                  MLA_NARROW_ROWS * kStageRow <= mla_narrow8_stage_bytes(MLA_FMT_FP8_DS_MLA, 0),
+              "the narrow kernels stage their output in stage 0");
 
 /* Query column (packed row) of accumulator slot r of an m64n16 S^T or O^T
  * fragment (slot r = 2 nt + (e & 1) of d[nt][e], t = lane % 4). */

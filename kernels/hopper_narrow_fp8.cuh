@@ -130,7 +130,7 @@ struct NarrowFp8Consumer {
 #pragma unroll
         for (int r = 0; r < 4; r++)
             lim[r] = row_limit(p, c, narrow_column(r, t));
-        pbuf = c.pbuf + MLA_NARROW8_P_BYTES * wg;
+        pbuf = c.pbuf + kNarrow8PTiles * wg;
         spr = FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0;
         gshift = spr > 0 ? 31 - __clz(p.scale_block) : 0;
         rope_factor = FMT == MLA_FMT_FP8_DS_MLA ? __frcp_rn(p.out_scale) : 1.0f;
@@ -263,7 +263,7 @@ struct NarrowFp8Consumer {
             wg_fence();
 #pragma unroll
             for (uint32_t st = 0; st < 4; st++) {
-                const uint64_t db = wg_desc_add(q0, ch * MLA_NARROW_Q_CHUNK + 32u * st);
+                const uint64_t db = wg_desc_add(q0, ch * kNarrowQChunk + 32u * st);
                 if (FMT == MLA_FMT_FP8_DS_MLA && ch == 8) {
                     wgmma_m64n16_rs(sr, a[ch % NB][st], db, st != 0 ? 1u : 0u);
                 } else if (KF > 0) {
@@ -418,7 +418,7 @@ struct NarrowFp8Consumer {
 #pragma unroll
                 for (int b = 0; b < NT; b++) {
                     const float v = pr[nt][e] * (e < 2 ? fxp[b] : fyp[b]);
-                    sts16(p_tile_addr(pbuf + 2048u * (uint32_t)b, q, pos),
+                    sts16(p_tile_addr(pbuf + kPTile * (uint32_t)b, q, pos),
                           (uint16_t)(pack_bf16x2(v, 0.0f) & 0xffffu));
                 }
             }
@@ -531,9 +531,9 @@ struct NarrowFp8Consumer {
 #pragma unroll
         for (uint32_t u = 0; u < 8; u++) {
             wg_fence();
-            const uint32_t pt = 32u * (u >> 1) + (NT > 1 ? 4096u * (u & 1u) : 0u);
+            const uint32_t pt = 32u * (u >> 1) + (NT > 1 ? 2u * kPTile * (u & 1u) : 0u);
             const uint64_t db0 = wg_desc_add(p0, pt);
-            const uint64_t db1 = wg_desc_add(p0, pt + (NT > 1 ? 2048u : 0u));
+            const uint64_t db1 = wg_desc_add(p0, pt + (NT > 1 ? kPTile : 0u));
 #pragma unroll
             for (uint32_t mm = 0; mm < 4; mm++)
                 wgmma_m64n16_rs(o[4u * (u & 1u) + mm], a[u % NB][mm], mm < 2 ? db0 : db1, 1u);
@@ -680,7 +680,7 @@ struct NarrowFp8Consumer {
         column_reduce(c, wg, w, g, t, lsum, false);
         /* [16 columns] x (m, l) in each warpgroup's first P tile: its
          * last P V has retired. */
-        const uint32_t mine = pbuf, theirs = c.pbuf + MLA_NARROW8_P_BYTES * (wg ^ 1u);
+        const uint32_t mine = pbuf, theirs = c.pbuf + kNarrow8PTiles * (wg ^ 1u);
         if (w == 0 && g == 0) {
 #pragma unroll
             for (int r = 0; r < 4; r++) {

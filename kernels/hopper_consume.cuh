@@ -191,7 +191,7 @@ MLA_DEV bool column_reduce(const Cta &c, uint32_t wg, uint32_t w, uint32_t g, ui
 MLA_DEV uint32_t p_tile_addr(uint32_t pbuf, uint32_t q, uint32_t k)
 {
     return pbuf + (q >> 3) * 1024u + (q & 7u) * 128u +
-           ((((k >> 3) ^ (q & 7u)) << 4) | ((k & 7u) * 2u));
+           (sw128_granule(q, k >> 3) | ((k & 7u) * 2u));
 }
 
 /*

@@ -78,8 +78,8 @@ struct Converter {
         : dst(dst_), src(src_), scl(scl_), nvalid(nvalid_), qd(tid & 3u), ra(tid >> 2),
           rb((tid >> 2) + 32u), gshift(gshift_), spr(spr_)
     {
-        sw0 = ((2u * qd) ^ (ra & 7u)) << 4;
-        sw1 = ((2u * qd + 1u) ^ (ra & 7u)) << 4;
+        sw0 = sw128_granule(ra, 2u * qd);
+        sw1 = sw128_granule(ra, 2u * qd + 1u);
     }
 
     MLA_DEV CvtUnit load(int ch) const
@@ -171,8 +171,8 @@ struct PairConverter {
         : stg(c.stage(stage)), scl(c.scales(stage)), row(32u * c.rank + (tid >> 2)),
           nvalid(nvalid_), qd(tid & 3u), rank(c.rank), gshift(gshift_), spr(spr_)
     {
-        sw0 = ((2u * qd) ^ (row & 7u)) << 4;
-        sw1 = ((2u * qd + 1u) ^ (row & 7u)) << 4;
+        sw0 = sw128_granule(row, 2u * qd);
+        sw1 = sw128_granule(row, 2u * qd + 1u);
         peer_stg = peer_addr(stg, rank ^ 1u);
     }
 

@@ -17,6 +17,7 @@
 #include "ptx.cuh"
 #include "pipeline.cuh"
 #include "schedule.cuh"
+#include "wgmma.cuh"
 
 namespace mla {
 namespace hopper {

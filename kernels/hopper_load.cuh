@@ -139,7 +139,7 @@ MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid, int 
         const bool live = (int)r < c.rows_here;
         const uint8_t *src = live ? q + q_row_index(p, c, (int)r) * (MLA_D_QK * 2) + gi * 16u : q;
         const uint32_t dst = c.sq + (gi >> 3) * c.qchunk + (r >> 3) * 1024u + (r & 7u) * 128u +
-                             (((gi & 7u) ^ (r & 7u)) << 4);
+                             sw128_granule(r, gi & 7u);
         cp_async_16z(dst, src, live ? 16u : 0u);
     }
 }
@@ -170,7 +170,7 @@ MLA_DEV QGranule q_granule(const mla_decode_params &p, const Cta &c, uint32_t i)
                                    q_row_index(p, c, (int)r) * (MLA_D_QK * 2)) +
                 32u * ch + 2u * s + h;
     q.dst = c.sq + ch * c.qchunk + (r >> 3) * 1024u + (r & 7u) * 128u +
-            (((gi & 7u) ^ (r & 7u)) << 4);
+            sw128_granule(r, gi & 7u);
     q.ch = ch;
     return q;
 }

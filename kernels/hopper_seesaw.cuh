@@ -178,7 +178,7 @@ struct SeesawConsumer {
             const uint32_t pb = c.stage(stage) + 8u * kChunk + (uint32_t)row0 * 128u + 4u * tq;
 #pragma unroll
             for (int nt = 0; nt < 8; nt++) {
-                const uint32_t gr = ((uint32_t)nt ^ g) << 4;
+                const uint32_t gr = sw128_granule(g, (uint32_t)nt); /* g = row0 & 7 */
                 sts32(pb + gr, pf[nt >> 1][2 * (nt & 1)]);
                 sts32(pb + 1024u + gr, pf[nt >> 1][2 * (nt & 1) + 1]);
             }

@@ -144,7 +144,7 @@ struct WideConsumer {
         const uint32_t pb = c.stage(st.stage) + 8u * kChunk + (uint32_t)row0 * 128u + 4u * tq;
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) {
-            const uint32_t gr = ((4u * wg + nt) ^ g) << 4;
+            const uint32_t gr = sw128_granule(g, 4u * wg + nt); /* g = row0 & 7 */
             sts32(pb + gr, pack_bf16x2(s[nt][0], s[nt][1]));
             sts32(pb + 8u * 128u + gr, pack_bf16x2(s[nt][2], s[nt][3]));
         }

@@ -240,8 +240,9 @@ MLA_DEV void mma_role(const mla_decode_params &p, const Cta &c, uint32_t warp, u
     write_output(p, o, sm.m, lsum, (int)(16u * rg + g), ch, tq);
 }
 
-/* A launch that does not match this instantiation does nothing rather
- * than hang or overrun shared memory. */
+/* Whether this launch matches the instantiation.  The host launches each
+ * kernel only with a plan made for it, so a mismatch is a library bug:
+ * the kernel traps rather than hang or overrun shared memory. */
 template <int FMT, int BN>
 MLA_DEV bool launch_matches(const mla_decode_params &p)
 {
@@ -250,7 +251,9 @@ MLA_DEV bool launch_matches(const mla_decode_params &p)
 }
 
 /* What a CTA works on; false if it has nothing to do.  Uniform over the
- * CTA. */
+ * CTA.  The launch matches here (decode traps otherwise); the roles ask
+ * again because without the test ptxas allocates their registers
+ * differently (the bf16 n64 kernel then spills on sm_100a). */
 template <int FMT, int BN>
 MLA_DEV bool cta_setup(const mla_decode_params &p, Cta &c)
 {
@@ -272,7 +275,9 @@ MLA_DEV void decode(const mla_decode_params &p)
     extern __shared__ __align__(1024) uint8_t smem[];
 
     griddep_wait(); /* the schedule; Q, the cache */
-    if (!launch_matches<FMT, BN>(p) || !cta_has_work(p)) {
+    if (!launch_matches<FMT, BN>(p))
+        __trap();
+    if (!cta_has_work(p)) {
         if (threadIdx.x == 0)
             report_bad_call(p);
         return;

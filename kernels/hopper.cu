@@ -10,11 +10,11 @@
  *                          hopper_seesaw.cuh, the warpgroups on alternate
  *                          tiles; FP8: hopper_wide.cuh, converted in place
  *                          by the converter warpgroup);
- *   mla_hopper_pair_<f8>   the wide FP8 kernel as clusters of 2 CTAs, the
- *                          M tiles 2k and 2k + 1, each converting half of
- *                          every tile for both (hopper_convert.cuh,
- *                          convert_pair); E4M3 tiles go to the seesaw
- *                          consumers, DS_MLA's to hopper_wide.cuh's;
+ *   mla_hopper_pair_e4m3   the wide E4M3 kernel as clusters of 2 CTAs,
+ *                          the M tiles 2k and 2k + 1, each converting half
+ *                          of every tile for both (hopper_convert.cuh,
+ *                          convert_pair), consumed as BF16 tiles are
+ *                          (hopper_seesaw.cuh);
  *   mla_hopper_narrow_bf16 narrow: at most 16 rows, transposed MMAs
  *                          (hopper_narrow.cuh; a 18-KB Q tile);
  *   mla_hopper_narrow_<f8> narrow FP8: the same MMAs with A built in
@@ -26,14 +26,6 @@
  *   warps 8-11  converter warpgroup: Q, then (wide FP8) FP8 -> BF16
  *               (hopper_convert.cuh);
  *   warp 12     loader, one elected lane (hopper_load.cuh).
- *
- * Trace builds (-DMLA_TRACE, trace.cuh) split CTA (0, 0, 0)'s time into
- * phases: 0-4 narrow FP8 consumer warpgroup 0 (waiting for the tile, QK,
- * softmax, P tile, P V), 5-9 warpgroup 1 (wide BF16: the warpgroups'
- * steps listed in hopper_seesaw.cuh); 10 the loader waiting for a free
- * stage, 11 the rest of its loop; 12 the converter waiting for a
- * tile, 13 converting; 14 + wg a wide consumer warpgroup waiting for its
- * data.
  *
  * Wide/narrow BF16 stage (73728 bytes, 9 chunks of 64 rows x 128 bytes,
  * the swizzled layout of wgmma.cuh): BF16 TMA writes all 9 chunks
@@ -75,19 +67,10 @@
  */
 #include "mla_params.h"
 #include "ptx.cuh"
-#include "trace.cuh"
 
-/* Every image has it, so that looking it up never fails (trace.cuh). */
-__device__ long long mla_trace_words[MLA_TRACE_WORDS];
-
-/* Only sm_90a has wgmma; other targets get empty kernels. */
+/* Only sm_90a has wgmma: the other images of this file hold no kernel
+ * (the host looks these up on compute capability 9.0 only). */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define MLA_HOPPER_BUILD 1
-#else
-#define MLA_HOPPER_BUILD 0
-#endif
-
-#if MLA_HOPPER_BUILD
 #include "hopper_layout.cuh"
 #include "hopper_load.cuh"
 #include "hopper_convert.cuh"
@@ -112,9 +95,9 @@ struct RegsT {
 };
 
 /* The wide kernels whose consumers take alternate tiles (hopper_seesaw.cuh):
- * BF16, and E4M3 in pairs, converted at twice the rate. */
+ * BF16, and the E4M3 pairs, converted at twice the rate. */
 template <int FMT, bool PAIR>
-constexpr bool kSeesaw = FMT == MLA_FMT_BF16 || (PAIR && FMT == MLA_FMT_FP8_E4M3);
+constexpr bool kSeesaw = FMT == MLA_FMT_BF16 || PAIR;
 
 template <int FMT, bool NARROW, bool PAIR>
 MLA_DEV void init_barriers(const Cta &c)
@@ -149,18 +132,15 @@ MLA_DEV void init_barriers(const Cta &c)
 template <int FMT, bool NARROW, bool PAIR = false>
 MLA_DEV void decode(const mla_hopper_params &hp)
 {
+    static_assert(!PAIR || (FMT == MLA_FMT_FP8_E4M3 && !NARROW), "the pair kernel is wide E4M3");
     using R = RegsT<kFp8Direct<FMT, NARROW>>;
     const mla_decode_params &p = hp.p;
-    if (threadIdx.x == 0) {
-        MLA_STAMP(0);
-        MLA_STAMP_NS(0);
-    }
     griddep_wait(); /* the schedule; Q, the cache */
-    if (threadIdx.x == 0)
-        MLA_STAMP(1);
+    if (!launch_matches<FMT, NARROW, PAIR>(p))
+        __trap();
     /* Both CTAs of a pair take the same branch: they differ only in the
      * M tile, and so share the request, piece and tiles. */
-    if (!launch_matches<FMT, NARROW, PAIR>(p) || !cta_has_work(p)) {
+    if (!cta_has_work(p)) {
         if (threadIdx.x == 0)
             report_bad_call(p);
         return;
@@ -169,13 +149,10 @@ MLA_DEV void decode(const mla_hopper_params &hp)
     layout<FMT, NARROW, PAIR>(p, c0);
     if (threadIdx.x == 0)
         init_barriers<FMT, NARROW, PAIR>(c0);
-    MLA_TRACE_ZERO(threadIdx.x);
     if (PAIR)
         cluster_sync(); /* the other CTA's barriers are initialized */
     else
         __syncthreads();
-    if (threadIdx.x == 0)
-        MLA_STAMP(2);
 
     /* Warp index made visibly uniform, so each role is one branch. */
     const uint32_t warp = __shfl_sync(0xffffffffu, threadIdx.x >> 5, 0);
@@ -191,7 +168,7 @@ MLA_DEV void decode(const mla_hopper_params &hp)
             NarrowConsumer cons(p, c, warp >> 2, warp & 3u, lane);
             cons.run();
         } else if constexpr (kSeesaw<FMT, PAIR>) {
-            SeesawConsumer<FMT> cons(p, c, warp >> 2, warp & 3u, lane);
+            SeesawConsumer<FMT, PAIR> cons(p, c, warp >> 2, warp & 3u, lane);
             cons.run();
         } else {
             WideConsumer<FMT> cons(p, c, warp >> 2, warp & 3u, lane);
@@ -200,42 +177,26 @@ MLA_DEV void decode(const mla_hopper_params &hp)
     } else if (warp < 12) {
         setmaxnreg_dec<R::kCvt>();
         setup<FMT, NARROW, PAIR>(p, c);
-        convert_role<FMT, NARROW>(p, c, threadIdx.x - 256u);
+        convert_role<FMT, NARROW, PAIR>(p, c, threadIdx.x - 256u);
     } else {
         setmaxnreg_dec<R::kLoad>();
         if (warp == 12 && elect_one()) {
             setup<FMT, NARROW, PAIR>(p, c);
-            load_role<FMT, NARROW>(hp, c);
+            load_role<FMT, NARROW, PAIR>(hp, c);
         }
     }
     if (PAIR) /* the other CTA may still arrive here or read from here */
         cluster_sync();
-#ifdef MLA_TRACE
-    __syncthreads();
-    MLA_TRACE_DUMP(NARROW ? 2 : 1);
-#endif
 }
 
 } /* namespace hopper */
 } /* namespace mla */
-#define MLA_HOPPER_BODY(fmt, narrow, pair) mla::hopper::decode<fmt, narrow, pair>(hp)
-#else
-#define MLA_HOPPER_BODY(fmt, narrow, pair) (void)hp
-#endif
 
 #define MLA_HOPPER_KERNEL(name, fmt, narrow)                                                    \
     extern "C" __global__ void __launch_bounds__(MLA_DECODE_THREADS, 1)                         \
         name(const __grid_constant__ mla_hopper_params hp)                                      \
     {                                                                                           \
-        MLA_HOPPER_BODY(fmt, narrow, false);                                                    \
-    }
-
-/* The 2-CTA pairs: clusters of the M tiles 2k, 2k + 1. */
-#define MLA_HOPPER_PAIR_KERNEL(name, fmt)                                                       \
-    extern "C" __global__ void __cluster_dims__(2, 1, 1)                                        \
-        __launch_bounds__(MLA_DECODE_THREADS, 1) name(const __grid_constant__ mla_hopper_params hp) \
-    {                                                                                           \
-        MLA_HOPPER_BODY(fmt, false, true);                                                      \
+        mla::hopper::decode<fmt, narrow, false>(hp);                                            \
     }
 
 MLA_HOPPER_KERNEL(mla_hopper_decode_bf16, MLA_FMT_BF16, false)
@@ -244,5 +205,11 @@ MLA_HOPPER_KERNEL(mla_hopper_decode_dsmla, MLA_FMT_FP8_DS_MLA, false)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_bf16, MLA_FMT_BF16, true)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_e4m3, MLA_FMT_FP8_E4M3, true)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_dsmla, MLA_FMT_FP8_DS_MLA, true)
-MLA_HOPPER_PAIR_KERNEL(mla_hopper_pair_e4m3, MLA_FMT_FP8_E4M3)
-MLA_HOPPER_PAIR_KERNEL(mla_hopper_pair_dsmla, MLA_FMT_FP8_DS_MLA)
+
+/* The 2-CTA pair: clusters of the M tiles 2k, 2k + 1. */
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(MLA_DECODE_THREADS, 1)
+    mla_hopper_pair_e4m3(const __grid_constant__ mla_hopper_params hp)
+{
+    mla::hopper::decode<MLA_FMT_FP8_E4M3, false, true>(hp);
+}
+#endif /* __CUDA_ARCH_FEAT_SM90_ALL */

@@ -14,7 +14,6 @@
 #include "wgmma.cuh"
 #include "softmax.cuh"
 #include "epilogue.cuh"
-#include "trace.cuh"
 
 namespace mla {
 namespace hopper {
@@ -56,13 +55,14 @@ MLA_DEV bool consumers_test(uint32_t tid, uint32_t bar, uint32_t parity)
 }
 
 /* A consumer thread frees stage st (after its wgmmas that read it
- * retired).  Pair kernels: the other CTA's converter sends its half of the
- * next tile into this stage, so each warp frees it there too (one
- * arrival a warp; all 32 lanes call this). */
+ * retired).  PAIR: the other CTA's converter sends its half of the next
+ * tile into this stage, so each warp frees it there too (one arrival a
+ * warp; all 32 lanes call this). */
+template <bool PAIR>
 MLA_DEV void release_stage(const Cta &c, const PipeState &st, uint32_t tid)
 {
     c.pipe().consumer_release(st);
-    if (c.pair) {
+    if (PAIR) {
         __syncwarp();
         if ((tid & 31u) == 0)
             mbar_arrive_peer(peer_addr(c.pipe().empty_bar(st), c.rank ^ 1u));
@@ -96,8 +96,6 @@ MLA_DEV void finish_wide(const mla_decode_params &p, const Cta &c, const float (
                          const OnlineSoftmax &sm, int row0, uint32_t wg, uint32_t tq,
                          uint32_t tid, bool slots_busy = false)
 {
-    if (tid == 0)
-        MLA_STAMP(6);
     /* The combine kernel may start launching; its griddepcontrol.wait
      * still waits for this grid to finish and its writes to be visible. */
     if (tid == 0)
@@ -119,16 +117,16 @@ MLA_DEV void finish_wide(const mla_decode_params &p, const Cta &c, const float (
     lsum[0] += lds_f32(other);
     lsum[1] += lds_f32(other + 32u);
     write_output(p, o, sm.m, lsum, row0, wg, tq);
-    if (tid == 0) {
-        MLA_STAMP(7);
-        MLA_STAMP_NS(1);
-    }
 }
 
 /* Row stride of the narrow kernels' fp32 output staging (a stage, once all
  * tiles are done): 512 floats + 16 bytes, so the 4 query columns of a
  * warp's store fall in different banks. */
 constexpr uint32_t kStageRow = 2064;
+static_assert(MLA_NARROW_ROWS * kStageRow <= kTile &&
+                  MLA_NARROW_ROWS * kStageRow <= mla_narrow8_stage_bytes(MLA_FMT_FP8_E4M3, 0) &&
+                  MLA_NARROW_ROWS * kStageRow <= mla_narrow8_stage_bytes(MLA_FMT_FP8_DS_MLA, 0),
+              "the narrow kernels stage their output in stage 0");
 
 /* Query column (packed row) of accumulator slot r of an m64n16 S^T or O^T
  * fragment (slot r = 2 nt + (e & 1) of d[nt][e], t = lane % 4). */
@@ -193,7 +191,7 @@ MLA_DEV bool column_reduce(const Cta &c, uint32_t wg, uint32_t w, uint32_t g, ui
 MLA_DEV uint32_t p_tile_addr(uint32_t pbuf, uint32_t q, uint32_t k)
 {
     return pbuf + (q >> 3) * 1024u + (q & 7u) * 128u +
-           ((((k >> 3) ^ (q & 7u)) << 4) | ((k & 7u) * 2u));
+           (sw128_granule(q, k >> 3) | ((k & 7u) * 2u));
 }
 
 /*

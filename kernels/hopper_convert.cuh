@@ -13,7 +13,6 @@
 #define MLA_HOPPER_CONVERT_CUH
 
 #include "hopper_layout.cuh"
-#include "trace.cuh"
 #include "hopper_load.cuh"
 #include "convert.cuh"
 
@@ -79,8 +78,8 @@ struct Converter {
         : dst(dst_), src(src_), scl(scl_), nvalid(nvalid_), qd(tid & 3u), ra(tid >> 2),
           rb((tid >> 2) + 32u), gshift(gshift_), spr(spr_)
     {
-        sw0 = ((2u * qd) ^ (ra & 7u)) << 4;
-        sw1 = ((2u * qd + 1u) ^ (ra & 7u)) << 4;
+        sw0 = sw128_granule(ra, 2u * qd);
+        sw1 = sw128_granule(ra, 2u * qd + 1u);
     }
 
     MLA_DEV CvtUnit load(int ch) const
@@ -151,7 +150,7 @@ MLA_DEV void convert_in_place(const Cta &c, uint32_t stage, uint32_t nvalid, uin
 }
 
 /*
- * The 2-CTA pair kernels: this CTA's rows 32 rank .. + 31 of one FP8 tile
+ * The 2-CTA pair kernel: this CTA's rows 32 rank .. + 31 of one E4M3 tile
  * to BF16, from the pieces pair_piece() places (hopper_layout.cuh), into
  * this CTA's halves of the chunks and, by bulk copies, the other CTA's.
  * Thread tid takes 16 bytes (columns 16 qd ..) of row 32 rank + tid / 4
@@ -163,7 +162,6 @@ struct CvtRow {
     float s; /* its scale */
 };
 
-template <int FMT>
 struct PairConverter {
     uint32_t stg, scl, row, nvalid, qd, sw0, sw1, rank, peer_stg;
     int gshift, spr;
@@ -173,16 +171,16 @@ struct PairConverter {
         : stg(c.stage(stage)), scl(c.scales(stage)), row(32u * c.rank + (tid >> 2)),
           nvalid(nvalid_), qd(tid & 3u), rank(c.rank), gshift(gshift_), spr(spr_)
     {
-        sw0 = ((2u * qd) ^ (row & 7u)) << 4;
-        sw1 = ((2u * qd + 1u) ^ (row & 7u)) << 4;
+        sw0 = sw128_granule(row, 2u * qd);
+        sw1 = sw128_granule(row, 2u * qd + 1u);
         peer_stg = peer_addr(stg, rank ^ 1u);
     }
 
     MLA_DEV CvtRow load(uint32_t ch) const
     {
         CvtRow u;
-        u.x = lds128(pair_piece<FMT>(stg, rank, ch) + 16u * (4u * (row & 31u) + qd));
-        u.s = row_scale<FMT>(scl, row, ch, qd, gshift, spr);
+        u.x = lds128(pair_piece(stg, rank, ch) + 16u * (4u * (row & 31u) + qd));
+        u.s = row_scale<MLA_FMT_FP8_E4M3>(scl, row, ch, qd, gshift, spr);
         return u;
     }
 
@@ -202,7 +200,7 @@ struct PairConverter {
      * copies read this CTA's half after the local arrival: nothing local
      * says when they are done reading it, so the consumers must not write
      * into these chunks before the other CTA reports the tile landed
-     * (E4M3's chunk 8 holds P later: sent_bar). */
+     * (chunk 8 holds P later: sent_bar). */
     MLA_DEV void publish(const Cta &c, uint32_t stage, uint32_t c0, uint32_t c1, int grp,
                          uint32_t tid) const
     {
@@ -232,23 +230,18 @@ struct PairConverter {
 
 /*
  * One tile, in steps that read every piece before its place is written
- * (named barrier kNbCvt between): E4M3 pieces 0-3 (halves 5-6) give
- * chunks 0-3, which overwrite none; pieces 4, 5 and 8 are read, then
- * chunks 4 and 5 overwrite halves 4 and 5; pieces 6 and 7 are read, chunks
- * 6 and 7 overwrite halves 6 and 7 (pieces 2-5, read before the first
- * barrier), and after a second barrier chunk 8 overwrites half 8 (pieces
- * 6, 7).  DS_MLA: pieces 0-3 (halves 4-5) give chunks 0-3; pieces 4, 5
- * (half 6) are read, chunks 4, 5 overwrite halves 4, 5; pieces 6, 7
- * (half 7) are read, chunk 6 overwrites half 6 and after a second barrier
- * chunk 7 half 7.  Chunk groups {0-2}, {3-5}, {6-8 / 6-7} are released as
- * in convert_in_place.
+ * (named barrier kNbCvt between): pieces 0-3 (halves 5-6) give chunks
+ * 0-3, which overwrite none; pieces 4, 5 and 8 are read, then chunks 4
+ * and 5 overwrite halves 4 and 5; pieces 6 and 7 are read, chunks 6 and 7
+ * overwrite halves 6 and 7 (pieces 2-5, read before the first barrier),
+ * and after a second barrier chunk 8 overwrites half 8 (pieces 6, 7).
+ * Chunk groups {0-2}, {3-5}, {6-8} are released as in convert_in_place.
  */
-template <int FMT>
 MLA_DEV void convert_pair(const Cta &c, const PipeState &st, uint32_t nvalid, uint32_t tid,
                           int gshift, int spr)
 {
     const uint32_t stage = st.stage;
-    const PairConverter<FMT> cv(c, stage, nvalid, tid, gshift, spr);
+    const PairConverter cv(c, stage, nvalid, tid, gshift, spr);
     {
         const CvtRow u0 = cv.load(0), u1 = cv.load(1), u2 = cv.load(2), u3 = cv.load(3);
         cv.store(0, u0);
@@ -257,29 +250,20 @@ MLA_DEV void convert_pair(const Cta &c, const PipeState &st, uint32_t nvalid, ui
         cv.publish(c, stage, 0, 3, 0, tid);
         cv.store(3, u3);
     }
-    const CvtRow u4 = cv.load(4), u5 = cv.load(5);
-    CvtRow u8 = u4;
-    if (FMT == MLA_FMT_FP8_E4M3)
-        u8 = cv.load(8);
+    const CvtRow u4 = cv.load(4), u5 = cv.load(5), u8 = cv.load(8);
     bar_sync(kNbCvt, 128);
     cv.store(4, u4);
     cv.store(5, u5);
     cv.publish(c, stage, 3, 6, 1, tid);
     const CvtRow u6 = cv.load(6), u7 = cv.load(7);
     cv.store(6, u6);
-    if (FMT == MLA_FMT_FP8_E4M3) {
-        cv.store(7, u7);
-        bar_sync(kNbCvt, 128);
-        cv.store(8, u8);
-        cv.publish(c, stage, 6, 9, 2, tid);
-    } else {
-        bar_sync(kNbCvt, 128);
-        cv.store(7, u7);
-        cv.publish(c, stage, 6, 8, 2, tid);
-    }
+    cv.store(7, u7);
+    bar_sync(kNbCvt, 128);
+    cv.store(8, u8);
+    cv.publish(c, stage, 6, 9, 2, tid);
 }
 
-template <int FMT, bool NARROW>
+template <int FMT, bool NARROW, bool PAIR>
 MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid)
 {
     if (kFp8Direct<FMT, NARROW>) {
@@ -295,8 +279,6 @@ MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid
         load_q(p, c, tid, NARROW ? MLA_NARROW_ROWS : MLA_BLOCK_M);
     }
     cp_async_wait_all();
-    if (tid == 0)
-        MLA_STAMP(4); /* Q landed */
     fence_proxy_async(); /* wgmma reads the tile through the async proxy */
     mbar_arrive(c.bars + kBarQ);
     /* BF16 needs no conversion; narrow FP8 tiles are converted by the
@@ -309,16 +291,13 @@ MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid
     const Pipe pipe = c.pipe();
     PipeState st;
     st.init();
-    MLA_LAP_START(lap); /* trace builds: phases 12 (waiting for a tile), 13 */
     for (int t = c.t0; t < c.t1; t++) {
         const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
         pipe.consumer_wait(st);
-        MLA_LAP(tid == 0, lap, 12u);
-        if (c.pair)
-            convert_pair<FMT>(c, st, nvalid, tid, gshift, p.scales_per_row);
+        if (PAIR)
+            convert_pair(c, st, nvalid, tid, gshift, p.scales_per_row);
         else
             convert_in_place<FMT>(c, st.stage, nvalid, tid, gshift, p.scales_per_row);
-        MLA_LAP(tid == 0, lap, 13u);
         st.advance(kStages);
     }
 }

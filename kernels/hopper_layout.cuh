@@ -3,46 +3,71 @@
  * agree on: register budgets, the stage ring, the barrier block, named
  * barrier ids, and where each buffer of the three shared-memory layouts
  * (wide: 64-row Q tile, FP8 converted in place; narrow: 16-row Q tile,
- * BF16 stages, or FP8 stages read by the consumers themselves) lives.
- * Offsets are kernels/mla_params.h's.
+ * BF16 stages, or FP8 stages read by the consumers themselves) lives:
+ * the offsets of kernels/mla_params.h's structs.
  *
  * SPDX-License-Identifier: MIT
  */
 #ifndef MLA_HOPPER_LAYOUT_CUH
 #define MLA_HOPPER_LAYOUT_CUH
 
+#include <stddef.h>
+
 #include "mla_params.h"
 #include "ptx.cuh"
 #include "pipeline.cuh"
 #include "schedule.cuh"
+#include "wgmma.cuh"
 
 namespace mla {
 namespace hopper {
 
 constexpr uint32_t kBN = MLA_HOPPER_BLOCK_N, kStages = MLA_HOPPER_STAGES;
-constexpr uint32_t kChunk = 8192, kTile = MLA_HOPPER_TILE_BYTES;
-
-/* Barrier block (8-byte mbarriers, then flag words):
- *   loaded[5]     0  TMA of a stage
- *   free[5]      40  consumers are done with a stage
- *   q            80  the converter warpgroup wrote Q
- *   converted    88  wide FP8: [2][3] chunk groups; narrow BF16: unused
- *   (free)      136
- *   merge[3]    144  narrow FP8: the warpgroups' merge steps; wide: the
- *                    BF16 hand-overs to WG 1 and to WG 0, the final sums
- *   sent[2]     168  E4M3 pairs: the other CTA has this CTA's half of the
- *                    tile in stage s (hopper_seesaw.cuh, hand_over)
- * Narrow FP8 converts nothing and keeps two words of the Q tile where the
- * converted barriers are: the writers' maxima (4 words) at qmax, the
- * factor that undoes the f16 tile's scaling at qscale. */
-constexpr uint32_t kBarLoaded = 0, kBarFree = 40, kBarQ = 80, kBarConverted = 88,
-                   kBarMerge = 144, kBarSent = 168;
-constexpr uint32_t kQMax = kBarConverted, kQScale = kBarConverted + 16;
-constexpr uint32_t kBarToWg1 = kBarMerge, kBarToWg0 = kBarMerge + 8, kBarSums = kBarMerge + 16;
+/* A BF16 tile of 64 keys (a stage; the wide Q tile) and one of its
+ * 64-column chunks. */
+constexpr uint32_t kTile = sizeof(mla_hopper_smem::stages[0]);
+constexpr uint32_t kChunk = sizeof(mla_hopper_smem::stages[0][0]);
+static_assert(sizeof(mla_hopper_smem::q) == kTile, "the wide Q tile is a tile");
+/* The narrow layouts: a chunk of the 16-row Q tile, a P tile (16 rows x
+ * 64 keys bf16), narrow FP8's P tiles of a warpgroup. */
+constexpr uint32_t kNarrowQChunk = sizeof(mla_narrow_smem::q[0]);
+constexpr uint32_t kPTile = sizeof(mla_narrow_smem::p[0]);
+constexpr uint32_t kNarrow8PTiles = sizeof(mla_narrow8_head::p[0]);
+static_assert(sizeof(mla_narrow8_head::q[0]) == kNarrowQChunk &&
+                  sizeof(mla_narrow8_head::p[0][0]) == kPTile,
+              "both narrow layouts' Q chunks and P tiles");
 /* Chunk groups the wide converter releases one by one (QK starts on the
  * first while the rest is converted): E4M3 chunks {0-2, 3-5, 6-8}, DS_MLA
  * nope chunks {0-2, 3-5, 6-7}. */
 constexpr int kGroups = 3;
+
+/* The barrier block of every layout: 8-byte mbarriers, then flag words. */
+struct Bars {
+    uint64_t loaded[MLA_NARROW8_STAGES_E4M3_MAX]; /* TMA of a stage */
+    uint64_t free[MLA_NARROW8_STAGES_E4M3_MAX];   /* consumers are done with a stage */
+    uint64_t q;                                   /* the converter warpgroup wrote Q */
+    /* Wide FP8: chunk group g of stage s is converted.  Narrow FP8
+     * converts nothing and keeps two words of the Q tile here: the
+     * writers' maxima (4 words) at qmax, the factor that undoes the f16
+     * tile's scaling at qscale. */
+    uint64_t converted[kStages][kGroups];
+    uint64_t unused;
+    /* Narrow FP8: the warpgroups' merge steps; wide: the BF16 hand-overs
+     * to WG 1 and to WG 0, the final sums. */
+    uint64_t merge[3];
+    /* Pairs: the other CTA has this CTA's half of the tile in stage s
+     * (hopper_seesaw.cuh, hand_over). */
+    uint64_t sent[kStages];
+};
+static_assert(sizeof(Bars) <= sizeof(mla_hopper_smem::bars) &&
+                  sizeof(Bars) <= sizeof(mla_narrow_smem::bars) &&
+                  sizeof(Bars) <= sizeof(mla_narrow8_tail::bars),
+              "the barrier block fits every layout");
+constexpr uint32_t kBarLoaded = offsetof(Bars, loaded), kBarFree = offsetof(Bars, free),
+                   kBarQ = offsetof(Bars, q), kBarConverted = offsetof(Bars, converted),
+                   kBarMerge = offsetof(Bars, merge), kBarSent = offsetof(Bars, sent);
+constexpr uint32_t kQMax = kBarConverted, kQScale = kBarConverted + 16;
+constexpr uint32_t kBarToWg1 = kBarMerge, kBarToWg0 = kBarMerge + 8, kBarSums = kBarMerge + 16;
 
 /* Named barriers (bar.sync ids): 1 row/partial exchange, 2 P written, 3
  * BF16 tail zeroed, 5 final sums, 8 whether the next tile has landed
@@ -65,21 +90,19 @@ constexpr bool kFp8Direct = NARROW && FMT != MLA_FMT_BF16;
 template <int FMT, bool NARROW>
 constexpr bool kBulkTile = kFp8Direct<FMT, NARROW>;
 template <int FMT>
-constexpr uint32_t kFp8RowPitch = FMT == MLA_FMT_FP8_E4M3 ? (uint32_t)MLA_D_QK : 656u;
+constexpr uint32_t kFp8RowPitch = (uint32_t)mla_row_bytes(FMT);
 constexpr uint32_t kDsScaleOffset = 512u, kDsRopeOffset = 528u;
 
 /* Narrow FP8: the leading 64-dim chunks of the Q tile held in f16, whose
  * K bytes the consumers convert unscaled with one cvt per pair: the nope
- * chunks of DS_MLA (its RoPE is bf16 in the cache), all of E4M3 without
- * block scales or with 64- or 128-dim ones (folded into the scores);
+ * chunks of DS_MLA (its RoPE is bf16 in the cache), all of E4M3 unless
  * 32-dim blocks scale each K value in bf16 (0: a BF16 tile).  The
- * consumers branch on the same scale counts (NarrowFp8Consumer::run). */
+ * consumers branch on the same scale mode (NarrowFp8Consumer::run). */
 template <int FMT>
 MLA_DEV uint32_t q_f16_chunks(const mla_decode_params &p)
 {
-    if (FMT == MLA_FMT_FP8_DS_MLA)
-        return 8;
-    return p.scales_per_row == 0 || p.scales_per_row == 5 || p.scales_per_row == 9 ? 9 : 0;
+    const int32_t mode = mla_scale_mode(FMT, p.scales_per_row);
+    return mode == MLA_SCALES_DSMLA ? 8 : mode != MLA_SCALES_32 ? 9 : 0;
 }
 
 /* Stages of each layout, at most (narrow E4M3: Cta::nstages follows the
@@ -89,6 +112,44 @@ constexpr uint32_t kNumStages =
     kFp8Direct<FMT, NARROW>
         ? (FMT == MLA_FMT_FP8_E4M3 ? MLA_NARROW8_STAGES_E4M3_MAX : MLA_NARROW8_STAGES_DSMLA)
         : kStages;
+
+/* Every layout fits the 227 KiB a block may use, with the 1024 bytes that
+ * align its base.  Narrow FP8 needs two stages at least (its warpgroups
+ * take alternate tiles). */
+constexpr bool narrow8_fits(int32_t fmt, int32_t spr)
+{
+    const uint32_t n = mla_narrow8_stages(fmt, spr);
+    return n >= 2 && sizeof(mla_narrow8_head) + n * mla_narrow8_stage_bytes(fmt, spr) +
+                             sizeof(mla_narrow8_tail) + 1024u <=
+                         mla_narrow_smem_bytes(fmt);
+}
+static_assert(MLA_HOPPER_SMEM_BYTES <= MLA_SMEM_BUDGET, "the wide layout fits");
+static_assert(mla_narrow_smem_bytes(MLA_FMT_BF16) <= MLA_SMEM_BUDGET &&
+                  mla_narrow_smem_bytes(MLA_FMT_FP8_E4M3) <= MLA_SMEM_BUDGET &&
+                  mla_narrow_smem_bytes(MLA_FMT_FP8_DS_MLA) <= MLA_SMEM_BUDGET,
+              "the narrow layouts fit");
+static_assert(narrow8_fits(MLA_FMT_FP8_E4M3, 0) && narrow8_fits(MLA_FMT_FP8_E4M3, MLA_SPR_128) &&
+                  narrow8_fits(MLA_FMT_FP8_E4M3, MLA_SPR_64) &&
+                  narrow8_fits(MLA_FMT_FP8_E4M3, MLA_SPR_32) &&
+                  narrow8_fits(MLA_FMT_FP8_DS_MLA, 0),
+              "the narrow FP8 stages fit");
+static_assert(kNumStages<MLA_FMT_FP8_E4M3, true> <= sizeof(Bars::loaded) / 8 &&
+                  kNumStages<MLA_FMT_FP8_DS_MLA, true> <= sizeof(Bars::loaded) / 8,
+              "a barrier pair per stage");
+/* Swizzled tiles (Q, BF16 stages, P) start 1024-byte aligned; bulk copies
+ * and 16-byte accesses need 16. */
+static_assert(offsetof(mla_hopper_smem, stages) % 1024 == 0 && kTile % 1024 == 0 &&
+                  offsetof(mla_hopper_smem, scales) % 16 == 0 &&
+                  sizeof(mla_hopper_smem::scales[0]) % 16 == 0,
+              "wide layout alignment");
+static_assert(offsetof(mla_narrow_smem, stages) % 1024 == 0 &&
+                  offsetof(mla_narrow_smem, p) % 1024 == 0 &&
+                  offsetof(mla_narrow_smem, xchg) % 16 == 0,
+              "narrow BF16 layout alignment");
+static_assert(offsetof(mla_narrow8_head, p) % 1024 == 0 && sizeof(mla_narrow8_head) % 1024 == 0 &&
+                  mla_narrow8_stage_bytes(MLA_FMT_FP8_E4M3, 1) % 16 == 0 &&
+                  mla_narrow8_stage_bytes(MLA_FMT_FP8_DS_MLA, 0) % 16 == 0,
+              "narrow FP8 layout alignment");
 
 struct Cta : CtaWork {
     uint32_t sq;      /* Q tile */
@@ -102,8 +163,8 @@ struct Cta : CtaWork {
     uint32_t xchg;    /* consumers' exchange area (not narrow FP8) */
     uint32_t cmax;    /* narrow: column exchange */
     uint32_t bars;
-    uint32_t pair;    /* 1 in a 2-CTA pair kernel (hopper.cu), else 0 */
-    uint32_t rank;    /* pair: this CTA's rank, the half of each tile it converts */
+    uint32_t rank;    /* 2-CTA pair: this CTA's rank, the half of each tile it
+                       * converts; else 0 */
     MLA_DEV uint32_t stage(uint32_t s) const { return skv + s * sstride; }
     MLA_DEV uint32_t scales(uint32_t s) const { return sscl + s * scl_stride; }
     /* loaded (full) and free (empty) barriers of the stage ring */
@@ -111,29 +172,29 @@ struct Cta : CtaWork {
 };
 
 /*
- * The 2-CTA pair kernels: each CTA loads FP8 rows 32 rank .. 32 rank + 31
- * of every tile (32-row boxes, 2048 bytes per 64 columns: "pieces") and
- * converts them into its half of each BF16 chunk, the 4096 bytes at
- * stage + 8192 c + 4096 rank, and sends that half to the other CTA by a
- * bulk copy; the other half arrives from there.  So the pieces must lie
- * in this CTA's own halves, where the other CTA never writes, and where
- * the conversion overwrites them only after they are read: piece p at
- * the upper 2048 bytes of half 4 (E4M3's p = 8) or in half 5 + p / 2
- * (E4M3) or 4 + p / 2 (DS_MLA), so chunks 0-3 convert freely
- * (hopper_convert.cuh, convert_pair).
+ * The 2-CTA pair kernel (E4M3): each CTA loads FP8 rows 32 rank .. 32
+ * rank + 31 of every tile (32-row boxes, 2048 bytes per 64 columns: 9
+ * "pieces") and converts them into its half of each BF16 chunk, the 4096
+ * bytes at stage + 8192 c + 4096 rank, and sends that half to the other
+ * CTA by a bulk copy; the other half arrives from there.  So the pieces
+ * must lie in this CTA's own halves, where the other CTA never writes,
+ * and where the conversion overwrites them only after they are read:
+ * piece 8 at the upper 2048 bytes of half 4, piece p < 8 in half 5 + p /
+ * 2, so chunks 0-3 convert freely (hopper_convert.cuh, convert_pair).
  */
-template <int FMT>
+constexpr uint32_t kPairPieces = 9;
+
 MLA_DEV uint32_t pair_piece(uint32_t stg, uint32_t rank, uint32_t p)
 {
     const uint32_t half = stg + 4096u * rank;
-    if (FMT == MLA_FMT_FP8_E4M3 && p == 8)
+    if (p == 8)
         return half + 4u * kChunk + 2048u;
-    const uint32_t first = FMT == MLA_FMT_FP8_E4M3 ? 5u : 4u;
-    return half + (first + (p >> 1)) * kChunk + 2048u * (p & 1u);
+    return half + (5u + (p >> 1)) * kChunk + 2048u * (p & 1u);
 }
 
-/* Whether this launch matches the instantiation (else it does nothing
- * rather than hang or overrun shared memory). */
+/* Whether this launch matches the instantiation.  The host launches each
+ * kernel only with a plan made for it, so a mismatch is a library bug:
+ * the kernel traps rather than hang or overrun shared memory. */
 template <int FMT, bool NARROW, bool PAIR = false>
 MLA_DEV bool launch_matches(const mla_decode_params &p)
 {
@@ -149,43 +210,50 @@ MLA_DEV void layout(const mla_decode_params &p, Cta &c)
 {
     extern __shared__ __align__(1024) uint8_t smem[];
     const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;
-    c.pair = PAIR ? 1u : 0u;
     c.rank = PAIR ? cluster_rank() : 0u;
     c.sq = base;
     c.sstride = kTile;
-    c.scl_stride = MLA_HOPPER_SCALE_BYTES;
+    c.scl_stride = sizeof(mla_hopper_smem::scales[0]);
+    static_assert(sizeof(mla_narrow_smem::stages[0]) == kTile, "narrow BF16 stages are tiles");
     c.nstages = kStages;
     if (kFp8Direct<FMT, NARROW>) {
-        const int spr = FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0;
-        c.qchunk = MLA_NARROW_Q_CHUNK;
-        c.skv = base + MLA_NARROW8_OFF_STAGES;
+        using L = mla_narrow8_head;
+        const int spr = p.scales_per_row; /* ignored but for E4M3 */
+        c.qchunk = kNarrowQChunk;
+        c.skv = base + (uint32_t)sizeof(L);
         c.sstride = c.scl_stride = mla_narrow8_stage_bytes(FMT, spr);
         c.nstages = mla_narrow8_stages(FMT, spr);
-        c.sscl = c.skv + (FMT == MLA_FMT_FP8_DS_MLA ? kDsScaleOffset : 36864u);
-        c.pbuf = base + MLA_NARROW8_OFF_P;
+        /* DS_MLA's scales are inside each row, E4M3's follow the rows. */
+        c.sscl = c.skv + (FMT == MLA_FMT_FP8_DS_MLA ? kDsScaleOffset : kBN * kFp8RowPitch<FMT>);
+        c.pbuf = base + (uint32_t)offsetof(L, p);
         c.xchg = 0;
-        c.cmax = c.skv + c.nstages * c.sstride;
-        c.bars = c.cmax + 512u;
+        c.cmax = c.skv + c.nstages * c.sstride; /* mla_narrow8_tail */
+        c.bars = c.cmax + (uint32_t)offsetof(mla_narrow8_tail, bars);
     } else if (NARROW) {
-        c.qchunk = MLA_NARROW_Q_CHUNK;
-        c.skv = base + MLA_NARROW_OFF_STAGES;
+        using L = mla_narrow_smem;
+        c.qchunk = kNarrowQChunk;
+        c.skv = base + (uint32_t)offsetof(L, stages);
         c.sscl = 0;
-        c.pbuf = base + MLA_NARROW_OFF_P;
-        c.xchg = base + MLA_NARROW_OFF_XCHG;
-        c.cmax = base + MLA_NARROW_OFF_CMAX;
-        c.bars = base + MLA_NARROW_OFF_BARS;
+        c.pbuf = base + (uint32_t)offsetof(L, p);
+        c.xchg = base + (uint32_t)offsetof(L, xchg);
+        c.cmax = base + (uint32_t)offsetof(L, cmax);
+        c.bars = base + (uint32_t)offsetof(L, bars);
     } else {
+        using L = mla_hopper_smem;
         c.qchunk = kChunk;
-        c.skv = base + MLA_HOPPER_OFF_STAGES;
-        c.sscl = base + MLA_HOPPER_OFF_SCALES;
+        c.skv = base + (uint32_t)offsetof(L, stages);
+        c.sscl = base + (uint32_t)offsetof(L, scales);
         c.pbuf = c.cmax = 0;
-        c.xchg = base + MLA_HOPPER_OFF_XCHG;
-        c.bars = base + MLA_HOPPER_OFF_BARS;
+        c.xchg = base + (uint32_t)offsetof(L, xchg);
+        c.bars = base + (uint32_t)offsetof(L, bars);
     }
 }
 
 /* The work of this CTA and its buffers; false if it has nothing to do
- * (uniform over the CTA).  NARROW picks the layout. */
+ * (uniform over the CTA).  NARROW picks the layout.  The launch matches
+ * here (decode traps otherwise); the roles ask again to keep their code
+ * as measured (without the test ptxas allocates their registers
+ * differently). */
 template <int FMT, bool NARROW, bool PAIR = false>
 MLA_DEV bool setup(const mla_decode_params &p, Cta &c)
 {

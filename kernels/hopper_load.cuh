@@ -9,7 +9,6 @@
 #define MLA_HOPPER_LOAD_CUH
 
 #include "hopper_layout.cuh"
-#include "trace.cuh"
 
 namespace mla {
 namespace hopper {
@@ -24,7 +23,7 @@ namespace hopper {
  * (16 bytes a row) to `scl` and its bf16 RoPE box to dst + 32768 (the
  * stage's chunk 8 itself).  E4M3 block scales by one bulk copy to `scl`.
  */
-template <int FMT, bool NARROW>
+template <int FMT, bool NARROW, bool PAIR>
 MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
 {
     const mla_decode_params &p = hp.p;
@@ -32,7 +31,7 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     /* Narrow FP8 copies its tiles without a tensor map. */
     constexpr bool kBulk = kBulkTile<FMT, NARROW>;
     if (!kBulk) {
-        prefetch_tensormap(c.pair ? (const void *)&hp.kv_map[3] : map0);
+        prefetch_tensormap(PAIR ? (const void *)&hp.kv_map[3] : map0);
         if (FMT == MLA_FMT_FP8_DS_MLA) {
             prefetch_tensormap(map1);
             prefetch_tensormap(map2);
@@ -46,10 +45,9 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     /* An FP8 tile is its rows' bytes however it lands (DS_MLA's boxes:
      * nope, scales, RoPE), plus E4M3's block scales. */
     uint32_t bytes = FMT == MLA_FMT_BF16 ? kTile : kBN * kFp8RowPitch<FMT> + sbytes;
-    /* A pair CTA loads half the nope / E4M3 rows (hopper_layout.cuh). */
-    constexpr uint32_t kPieces = FMT == MLA_FMT_FP8_E4M3 ? 9u : 8u;
-    if (FMT != MLA_FMT_BF16 && c.pair)
-        bytes -= kPieces * 2048u;
+    /* A pair CTA loads half the rows (hopper_layout.cuh). */
+    if (PAIR)
+        bytes -= kPairPieces * 2048u;
     static_assert(8u * 4096u + kBN * 16u + kChunk == kBN * kFp8RowPitch<MLA_FMT_FP8_DS_MLA> &&
                       kTile / 2 == kBN * kFp8RowPitch<MLA_FMT_FP8_E4M3>,
                   "an FP8 tile's boxes are its rows' bytes");
@@ -58,19 +56,16 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     PipeState st;
     st.init();
     int page = c.t0 < c.t1 ? page_at(p, bt, (c.t0 * (int)kBN) >> pshift) : 0;
-    MLA_LAP_START(lap); /* trace builds: phases 10 (waiting for a free stage), 11 */
     for (int t = c.t0; t < c.t1; t++) {
         const int row0 = (page << pshift) + ((t * (int)kBN) & pmask);
         const int next = t + 1 < c.t1 ? page_at(p, bt, ((t + 1) * (int)kBN) >> pshift) : 0;
-        MLA_LAP(true, lap, 11u);
         /* Pairs: free once both CTAs' consumers are done with it, as each
          * CTA's converter writes into both (waiting here rather than in
          * the converter measured 2 % faster: doc/performance.md, Measured reasons). */
-        if (c.pair)
+        if (PAIR)
             mbar_wait_cluster(pipe.empty_bar(st), st.phase ^ 1u);
         else
             pipe.producer_acquire(st);
-        MLA_LAP(true, lap, 10u);
         const uint32_t bar = pipe.full_bar(st);
         const uint32_t dst = c.stage(st.stage) + (kBulk                     ? 0u
                                                   : FMT == MLA_FMT_FP8_E4M3 ? kTile / 2
@@ -92,17 +87,13 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
             else
                 for (uint32_t r = 0; r < kBN; r++)
                     bulk_g2s(dst + r * kRow, src + (int64_t)r * p.h_kv * kRow, kRow, bar, pol);
-        } else if (c.pair) {
+        } else if (PAIR) {
             const void *map3 = &hp.kv_map[3];
             const uint32_t stg = c.stage(st.stage);
 #pragma unroll
-            for (uint32_t k = 0; k < kPieces; k++)
-                tma_load_3d(pair_piece<FMT>(stg, c.rank, k), map3, 64 * (int)k, c.kh,
+            for (uint32_t k = 0; k < kPairPieces; k++)
+                tma_load_3d(pair_piece(stg, c.rank, k), map3, 64 * (int)k, c.kh,
                             row0 + 32 * (int)c.rank, bar, pol);
-            if (FMT == MLA_FMT_FP8_DS_MLA) {
-                tma_load_3d(scl, map1, kDsScaleOffset, c.kh, row0, bar, pol);
-                tma_load_3d(stg + 8u * kChunk, map2, kDsRopeOffset, c.kh, row0, bar, pol);
-            }
             /* With each tile converted in half the time, the load's
              * latency is on the critical path (two stages): this CTA's
              * rows of the next tile go to L2 now (one KV head: contiguous;
@@ -125,8 +116,6 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
         }
         if (spr > 0) /* h_kv == 1: the tile's scales are contiguous */
             bulk_g2s(scl, (const float *)p.scales + (int64_t)row0 * spr, sbytes, bar, pol);
-        if (t == c.t0)
-            MLA_STAMP(3); /* the first tile's copies issued */
         page = next;
         st.advance(c.nstages);
     }
@@ -150,7 +139,7 @@ MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid, int 
         const bool live = (int)r < c.rows_here;
         const uint8_t *src = live ? q + q_row_index(p, c, (int)r) * (MLA_D_QK * 2) + gi * 16u : q;
         const uint32_t dst = c.sq + (gi >> 3) * c.qchunk + (r >> 3) * 1024u + (r & 7u) * 128u +
-                             (((gi & 7u) ^ (r & 7u)) << 4);
+                             sw128_granule(r, gi & 7u);
         cp_async_16z(dst, src, live ? 16u : 0u);
     }
 }
@@ -181,7 +170,7 @@ MLA_DEV QGranule q_granule(const mla_decode_params &p, const Cta &c, uint32_t i)
                                    q_row_index(p, c, (int)r) * (MLA_D_QK * 2)) +
                 32u * ch + 2u * s + h;
     q.dst = c.sq + ch * c.qchunk + (r >> 3) * 1024u + (r & 7u) * 128u +
-            (((gi & 7u) ^ (r & 7u)) << 4);
+            sw128_granule(r, gi & 7u);
     q.ch = ch;
     return q;
 }

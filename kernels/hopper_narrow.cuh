@@ -56,7 +56,7 @@ MLA_DEV void qk_narrow(float (&s)[2][4], uint32_t sq, uint32_t stg, uint32_t wg)
     for (int i = 0; i < 18; i++) {
         const uint32_t k = 18u * wg + (uint32_t)i, ch = k >> 2, ks = k & 3u;
         const uint64_t da = wg_desc(stg + ch * kChunk + 32u * ks, 16u, 1024u);
-        const uint64_t db = wg_desc(sq + ch * MLA_NARROW_Q_CHUNK + 32u * ks, 16u, 1024u);
+        const uint64_t db = wg_desc(sq + ch * kNarrowQChunk + 32u * ks, 16u, 1024u);
         wgmma_m64n16_ss<0>(s, da, db, i != 0 ? 1u : 0u);
     }
 }
@@ -81,7 +81,7 @@ struct NarrowConsumer {
 #pragma unroll
         for (int r = 0; r < 4; r++)
             lim[r] = row_limit(p, c, column(r));
-        pbuf = c.pbuf + 2048u * wg;
+        pbuf = c.pbuf + kPTile * wg;
         const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         scale_columns(o, zero); /* O^T = 0 */
         sm.init();
@@ -112,15 +112,19 @@ struct NarrowConsumer {
     {
         const uint32_t par = (uint32_t)(tt - c.t0) & 1u;
         wg_hold(s);
-        /* Two planes of 16 bytes a thread (conflict-free 128-bit access). */
-        const uint32_t x = c.xchg + 8192u * par + 16u * (tid & 127u);
-        const uint32_t mine = x + 4096u * wg, other = x + 4096u * (wg ^ 1u);
+        /* Two planes of 16 bytes a thread (conflict-free 128-bit access):
+         * mla_narrow_smem::xchg[par][wg][plane][thread]. */
+        using X = decltype(mla_narrow_smem::xchg);
+        constexpr uint32_t kPar = sizeof(X{}[0]), kWg = sizeof(X{}[0][0]),
+                           kPlane = sizeof(X{}[0][0][0]);
+        const uint32_t x = c.xchg + kPar * par + 16u * (tid & 127u);
+        const uint32_t mine = x + kWg * wg, other = x + kWg * (wg ^ 1u);
         sts128(mine, __float_as_uint(s[0][0]), __float_as_uint(s[0][1]),
                __float_as_uint(s[0][2]), __float_as_uint(s[0][3]));
-        sts128(mine + 2048u, __float_as_uint(s[1][0]), __float_as_uint(s[1][1]),
+        sts128(mine + kPlane, __float_as_uint(s[1][0]), __float_as_uint(s[1][1]),
                __float_as_uint(s[1][2]), __float_as_uint(s[1][3]));
         bar_sync(kNbMax, 256);
-        const uint4 o0 = lds128(other), o1 = lds128(other + 2048u);
+        const uint4 o0 = lds128(other), o1 = lds128(other + kPlane);
         /* The same sum in both WGs (fp32 addition commutes). */
         s[0][0] += __uint_as_float(o0.x);
         s[0][1] += __uint_as_float(o0.y);

@@ -58,14 +58,14 @@
 #include "softmax.cuh"
 #include "epilogue.cuh"
 #include "convert.cuh"
-#include "trace.cuh"
 
 namespace mla {
 namespace hopper {
 
 /* Folded scale blocks of K: KF (0: none), 128 dims each (DS_MLA: 4,
  * E4M3 /128: 5, the last one RoPE's 64 dims) or 64 (E4M3 /64: 9, one per
- * chunk). */
+ * chunk: kChunkBlocks). */
+constexpr int kChunkBlocks = MLA_SPR_64;
 template <int KF>
 constexpr int kScaleBlocks = KF > 0 ? KF : 1;
 /* Partial S^T accumulators of a tile: one per folded block, but /64 uses
@@ -73,18 +73,18 @@ constexpr int kScaleBlocks = KF > 0 ? KF : 1;
  * blocks 5-8 reuse accumulators 0-3. */
 constexpr int kEarlyBlocks = 4;
 template <int KF>
-constexpr int kAccBlocks = KF == 9 ? 5 : KF > 0 ? KF : 1;
+constexpr int kAccBlocks = KF == kChunkBlocks ? 5 : KF > 0 ? KF : 1;
 
 /* K chunk ch's scale block, and its accumulator. */
 template <int KF>
 MLA_DEV constexpr int chunk_block(uint32_t ch)
 {
-    return KF == 9 ? (int)ch : ((int)(ch >> 1) < KF - 1 ? (int)(ch >> 1) : KF - 1);
+    return KF == kChunkBlocks ? (int)ch : ((int)(ch >> 1) < KF - 1 ? (int)(ch >> 1) : KF - 1);
 }
 template <int KF>
 MLA_DEV constexpr int block_acc(int b)
 {
-    return KF == 9 && b > kEarlyBlocks ? b - kEarlyBlocks - 1 : b;
+    return KF == kChunkBlocks && b > kEarlyBlocks ? b - kEarlyBlocks - 1 : b;
 }
 
 /* Two bytes (LO, HI of {a, b}) as a bf16x2 fragment register: times
@@ -130,7 +130,7 @@ struct NarrowFp8Consumer {
 #pragma unroll
         for (int r = 0; r < 4; r++)
             lim[r] = row_limit(p, c, narrow_column(r, t));
-        pbuf = c.pbuf + MLA_NARROW8_P_BYTES * wg;
+        pbuf = c.pbuf + kNarrow8PTiles * wg;
         spr = FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0;
         gshift = spr > 0 ? 31 - __clz(p.scale_block) : 0;
         rope_factor = FMT == MLA_FMT_FP8_DS_MLA ? __frcp_rn(p.out_scale) : 1.0f;
@@ -263,12 +263,12 @@ struct NarrowFp8Consumer {
             wg_fence();
 #pragma unroll
             for (uint32_t st = 0; st < 4; st++) {
-                const uint64_t db = wg_desc_add(q0, ch * MLA_NARROW_Q_CHUNK + 32u * st);
+                const uint64_t db = wg_desc_add(q0, ch * kNarrowQChunk + 32u * st);
                 if (FMT == MLA_FMT_FP8_DS_MLA && ch == 8) {
                     wgmma_m64n16_rs(sr, a[ch % NB][st], db, st != 0 ? 1u : 0u);
                 } else if (KF > 0) {
                     const int b = chunk_block<KF>(ch);
-                    const bool first = KF == 9 || ch == 2u * (uint32_t)b;
+                    const bool first = KF == kChunkBlocks || ch == 2u * (uint32_t)b;
                     wgmma_m64n16_rs<kF16>(kacc[block_acc<KF>(b)], a[ch % NB][st], db,
                                           first && st == 0 ? 0u : 1u);
                 } else {
@@ -280,7 +280,7 @@ struct NarrowFp8Consumer {
             if (ch + 1 < 9) {
                 const KRaw k = k_load<kScaledK>(stg, scl, ch + 1);
                 wg_wait<NB - 1>(); /* chunk ch + 1 - NB retired: its buffer is free */
-                if (KF == 9 && ch == kEarlyBlocks)
+                if (KF == kChunkBlocks && ch == kEarlyBlocks)
                     fold_blocks<KF, 0, kEarlyBlocks>(kacc, sx, sy, false);
                 k_frags<kScaledK, kF16>(k, ch + 1, a[(ch + 1) % NB]);
             }
@@ -346,7 +346,8 @@ struct NarrowFp8Consumer {
                              const float (&sx)[kScaleBlocks<KF>],
                              const float (&sy)[kScaleBlocks<KF>])
     {
-        fold_blocks<KF, KF == 9 ? kEarlyBlocks : 0, KF>(kacc, sx, sy, KF == 9);
+        constexpr bool kEarly = KF == kChunkBlocks;
+        fold_blocks<KF, kEarly ? kEarlyBlocks : 0, KF>(kacc, sx, sy, kEarly);
 #pragma unroll
         for (int j = 0; j < 2; j++)
 #pragma unroll
@@ -417,7 +418,7 @@ struct NarrowFp8Consumer {
 #pragma unroll
                 for (int b = 0; b < NT; b++) {
                     const float v = pr[nt][e] * (e < 2 ? fxp[b] : fyp[b]);
-                    sts16(p_tile_addr(pbuf + 2048u * (uint32_t)b, q, pos),
+                    sts16(p_tile_addr(pbuf + kPTile * (uint32_t)b, q, pos),
                           (uint16_t)(pack_bf16x2(v, 0.0f) & 0xffffu));
                 }
             }
@@ -530,9 +531,9 @@ struct NarrowFp8Consumer {
 #pragma unroll
         for (uint32_t u = 0; u < 8; u++) {
             wg_fence();
-            const uint32_t pt = 32u * (u >> 1) + (NT > 1 ? 4096u * (u & 1u) : 0u);
+            const uint32_t pt = 32u * (u >> 1) + (NT > 1 ? 2u * kPTile * (u & 1u) : 0u);
             const uint64_t db0 = wg_desc_add(p0, pt);
-            const uint64_t db1 = wg_desc_add(p0, pt + (NT > 1 ? 2048u : 0u));
+            const uint64_t db1 = wg_desc_add(p0, pt + (NT > 1 ? kPTile : 0u));
 #pragma unroll
             for (uint32_t mm = 0; mm < 4; mm++)
                 wgmma_m64n16_rs(o[4u * (u & 1u) + mm], a[u % NB][mm], mm < 2 ? db0 : db1, 1u);
@@ -547,9 +548,17 @@ struct NarrowFp8Consumer {
         }
     }
 
-    template <bool SC, int KF>
+    /* The tile loop of scale mode MODE (mla_params.h): SC whether K or V
+     * have scales, KF the scale blocks folded into the scores (128 dims
+     * each, the last one RoPE's 64 with E4M3; or 64 dims) or 0. */
+    template <int MODE>
     MLA_DEV void tiles()
     {
+        constexpr bool SC = MODE != MLA_SCALES_NONE;
+        constexpr int KF = MODE == MLA_SCALES_DSMLA ? 4
+                           : MODE == MLA_SCALES_128 ? MLA_SPR_128
+                           : MODE == MLA_SCALES_64  ? MLA_SPR_64
+                                                    : 0;
         const Pipe pipe = c.pipe();
         PipeState st;
         st.stage = wg;
@@ -557,21 +566,19 @@ struct NarrowFp8Consumer {
         float kacc[kAccBlocks<KF>][2][4];
         /* 128-dim scales folded into the scores fold into P too (their
          * first four blocks are V's); 64-dim ones scale each V value. */
-        constexpr bool kFoldV = KF == 4 || KF == 5;
+        constexpr bool kFoldV = MODE == MLA_SCALES_DSMLA || MODE == MLA_SCALES_128;
         constexpr int NT = kFoldV ? 4 : 1;
         constexpr bool kScaledV = SC && !kFoldV;
         if (kScaledV)
             vunit = 1.0f; /* P carries no factor */
         float sx[kScaleBlocks<KF>], sy[kScaleBlocks<KF>];
-        MLA_LAP_START(lap); /* trace builds: phases 5 wg .. 5 wg + 4 */
         for (int tt = c.t0 + (int)wg; tt < c.t1; tt += 2) {
             const uint32_t stg = c.stage(st.stage), scl = c.scales(st.stage);
             const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - tt * (int)kBN);
             pipe.consumer_wait(st);
-            MLA_LAP((tid & 127u) == 0, lap, 5u * wg);
             /* Scales after the MMAs are issued, but /64's blocks 0-3,
              * folded during them. */
-            constexpr int kEarly = KF == 9 ? kEarlyBlocks : 0;
+            constexpr int kEarly = KF == kChunkBlocks ? kEarlyBlocks : 0;
             if (kEarly > 0)
                 row_scales<KF, 0, kEarly>(scl, nvalid, sx, sy);
             qk<SC, KF>(stg, scl, kacc, sx, sy);
@@ -591,7 +598,6 @@ struct NarrowFp8Consumer {
                     for (int e = 0; e < 4; e++)
                         s[j][e] = kacc[0][j][e] * qscale;
             }
-            MLA_LAP((tid & 127u) == 0, lap, 5u * wg + 1u);
             /* V converts unscaled (times 2^-120) unless 32/64-dim scales
              * apply to each value; then P (at most 2^8) carries 2^120 /
              * vunit, and with 128-dim scales folded in, a scale of vunit /
@@ -606,7 +612,6 @@ struct NarrowFp8Consumer {
                 smax = fmaxf(smax, fmaxf(sx[b], sy[b]));
             const bool over0 = kFoldV && p_overflows(smax);
             prepare_scores(tt);
-            MLA_LAP((tid & 127u) == 0, lap, 5u * wg + 2u);
             /* Most tiles: P against the maxima as they stand, one barrier.
              * Else the exact step, which also raises vunit as needed. */
             if (!publish_lazy<NT, !kScaledV>(sx, sy, over0)) {
@@ -617,9 +622,7 @@ struct NarrowFp8Consumer {
                 }
                 publish_p<NT, !kScaledV>(sx, sy);
             }
-            MLA_LAP((tid & 127u) == 0, lap, 5u * wg + 3u);
             pv<kScaledV, NT>(stg, scl, nvalid, pipe.empty_bar(st));
-            MLA_LAP((tid & 127u) == 0, lap, 5u * wg + 4u);
             st.advance(c.nstages);
             st.advance(c.nstages);
         }
@@ -632,29 +635,25 @@ struct NarrowFp8Consumer {
     MLA_DEV void run()
     {
         mbar_wait(c.bars + kBarQ, 0);
-        if (tid == 0)
-            MLA_STAMP(5);
         qscale = lds_f32(c.bars + kQScale);
         /* Block scales fold into the scores (DS_MLA: the 4 nope blocks;
          * E4M3: 5 blocks of 128 or 9 of 64); 32-dim E4M3 blocks scale each
-         * converted K value.  The branches on spr match q_f16_chunks (the
-         * Q tile is f16 exactly where K is converted unscaled); each keeps
-         * its spr a constant for the scale addressing. */
+         * converted K value.  The branches are mla_scale_mode's, as in
+         * q_f16_chunks (the Q tile is f16 exactly where K is converted
+         * unscaled), taken on spr itself so that each keeps spr a
+         * constant for the scale addressing. */
         if (FMT == MLA_FMT_FP8_DS_MLA)
-            tiles<true, 4>();
+            tiles<MLA_SCALES_DSMLA>();
         else if (spr == 0)
-            tiles<false, 0>();
-        else if (spr == 5)
-            tiles<true, 5>();
-        else if (spr == 9)
-            tiles<true, 9>();
+            tiles<MLA_SCALES_NONE>();
+        else if (spr == MLA_SPR_128)
+            tiles<MLA_SCALES_128>();
+        else if (spr == MLA_SPR_64)
+            tiles<MLA_SCALES_64>();
         else
-            tiles<true, 0>();
-        if (tid == 0) {
-            MLA_STAMP(6);
-            MLA_STAMP_NS(1);
+            tiles<MLA_SCALES_32>();
+        if (tid == 0)
             griddep_launch_dependents();
-        }
         merge_and_write();
     }
 
@@ -681,7 +680,7 @@ struct NarrowFp8Consumer {
         column_reduce(c, wg, w, g, t, lsum, false);
         /* [16 columns] x (m, l) in each warpgroup's first P tile: its
          * last P V has retired. */
-        const uint32_t mine = pbuf, theirs = c.pbuf + MLA_NARROW8_P_BYTES * (wg ^ 1u);
+        const uint32_t mine = pbuf, theirs = c.pbuf + kNarrow8PTiles * (wg ^ 1u);
         if (w == 0 && g == 0) {
 #pragma unroll
             for (int r = 0; r < 4; r++) {

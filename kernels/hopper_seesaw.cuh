@@ -51,7 +51,6 @@
 #include "wgmma.cuh"
 #include "softmax.cuh"
 #include "epilogue.cuh"
-#include "trace.cuh"
 
 namespace mla {
 namespace hopper {
@@ -71,9 +70,10 @@ MLA_DEV void qk_tile(float (&s)[8][4], uint32_t sq, uint32_t stg)
         }
 }
 
-template <int FMT>
+template <int FMT, bool PAIR>
 struct SeesawConsumer {
     static_assert(FMT != MLA_FMT_FP8_DS_MLA, "DS_MLA's RoPE scores need more registers");
+    static_assert(PAIR == (FMT == MLA_FMT_FP8_E4M3), "E4M3 tiles come from the pair converters");
     const mla_decode_params &p;
     const Cta &c;
     uint32_t wg, g, tq, tid;
@@ -107,7 +107,6 @@ struct SeesawConsumer {
     MLA_DEV void scores(int t, const PipeState &st)
     {
         const uint32_t stg = c.stage(st.stage);
-        MLA_LAP_START(lap); /* trace builds: phase 14 + wg, waiting for the tile */
         if (FMT == MLA_FMT_BF16) {
             mbar_wait(c.pipe().full_bar(st), st.phase);
         } else {
@@ -117,12 +116,9 @@ struct SeesawConsumer {
             /* Pairs: the other CTA's half of the tile has landed here, so
              * its bulk copies are done reading it there: tell it (its
              * hand_over of this tile waits for that). */
-            if (c.pair && (tid & 127u) == 0)
+            if (PAIR && (tid & 127u) == 0)
                 mbar_arrive_peer(peer_addr(sent_bar(c.bars, st.stage), c.rank ^ 1u));
         }
-        MLA_LAP((tid & 127u) == 0, lap, 14u + wg);
-        if (tid == 0 && t == c.t0)
-            MLA_STAMP(8); /* the first tile landed */
         const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
         if (FMT == MLA_FMT_BF16 && nvalid < kBN) /* the other WG reads these rows only after a hand-over */
             zero_tail(stg, nvalid, tid & 127u, 128u, kNbWg0 + wg);
@@ -142,7 +138,7 @@ struct SeesawConsumer {
     {
         wg_wait<1>();
         wg_hold(o);
-        release_stage(c, st, tid);
+        release_stage<PAIR>(c, st, tid);
     }
 
     /* P of tile t in s and pf, the running maximum past it in sm.m, and
@@ -177,12 +173,12 @@ struct SeesawConsumer {
              * (the local arrivals come before the copies are issued, and
              * the other half is the other CTA's): P overwrites it only once
              * the other CTA reports that the tile landed there (scores). */
-            if (c.pair)
+            if (PAIR)
                 mbar_wait_cluster(sent_bar(c.bars, stage), parity);
             const uint32_t pb = c.stage(stage) + 8u * kChunk + (uint32_t)row0 * 128u + 4u * tq;
 #pragma unroll
             for (int nt = 0; nt < 8; nt++) {
-                const uint32_t gr = ((uint32_t)nt ^ g) << 4;
+                const uint32_t gr = sw128_granule(g, (uint32_t)nt); /* g = row0 & 7 */
                 sts32(pb + gr, pf[nt >> 1][2 * (nt & 1)]);
                 sts32(pb + 1024u + gr, pf[nt >> 1][2 * (nt & 1) + 1]);
             }
@@ -233,68 +229,52 @@ struct SeesawConsumer {
     {
         wg_wait<0>();
         wg_hold(o);
-        release_stage(c, st, tid);
+        release_stage<PAIR>(c, st, tid);
     }
 
     MLA_DEV void run()
     {
         mbar_wait(c.bars + kBarQ, 0);
-        if (tid == 0)
-            MLA_STAMP(5);
         const uint32_t to1 = c.bars + kBarToWg1, to0 = c.bars + kBarToWg0;
         PipeState sa, sb;
         sa.init();
         sb.init();
         sb.stage = 1;
-        /* Trace builds: phases 0-4 (WG 0: scores with their wait, softmax,
-         * own P V, waiting for m_b, shared P V) and 5-9 (WG 1: waiting for
-         * m_a, shared P V, scores, softmax and hand-over, own P V). */
         /* WG 1 queues the odd tile's scores behind its P V of the even
          * one before it waits for that P V, so that the tensor pipe does
          * not drain between the two.  (WG 0 cannot do the same across
          * pairs: wgmmas in flight over the loop's back edge make ptxas
          * serialize every wgmma, C7518.) */
-        MLA_LAP_START(lap);
         for (int ta = c.t0; ta < c.t1; ta += 2) {
             const bool has_b = ta + 1 < c.t1;
             float f[2];
             if (wg == 0) {
                 scores(ta, sa);
                 scores_done();
-                MLA_LAP((tid & 127u) == 0, lap, 0u);
                 softmax(ta, f);
-                MLA_LAP((tid & 127u) == 0, lap, 1u);
                 hand_over(0, true, to1, sa.phase);
                 rescale(f); /* every wgmma of this WG has retired */
                 pv_own(0);
                 retire(sa);
-                MLA_LAP((tid & 127u) == 0, lap, 2u);
                 take_max(to0, sa.phase, f);
-                MLA_LAP((tid & 127u) == 0, lap, 3u);
                 rescale(f);
                 if (has_b) {
                     pv_shared(1);
                     retire(sb);
                 }
-                MLA_LAP((tid & 127u) == 0, lap, 4u);
             } else {
                 take_max(to1, sa.phase, f);
-                MLA_LAP((tid & 127u) == 0, lap, 5u);
                 rescale(f); /* every wgmma of this WG has retired */
                 pv_shared(0);
-                MLA_LAP((tid & 127u) == 0, lap, 6u);
                 if (has_b) {
                     scores(ta + 1, sb);
                     retire_before_scores(sa);
                     scores_done();
-                    MLA_LAP((tid & 127u) == 0, lap, 7u);
                     softmax(ta + 1, f);
                     hand_over(1, true, to0, sb.phase);
-                    MLA_LAP((tid & 127u) == 0, lap, 8u);
                     rescale(f);
                     pv_own(1);
                     retire(sb);
-                    MLA_LAP((tid & 127u) == 0, lap, 9u);
                 } else {
                     retire(sa);
                     hand_over(1, false, to0, sb.phase);

@@ -24,7 +24,6 @@
 #include "wgmma.cuh"
 #include "softmax.cuh"
 #include "epilogue.cuh"
-#include "trace.cuh"
 
 namespace mla {
 namespace hopper {
@@ -96,23 +95,16 @@ struct WideConsumer {
     {
         const uint32_t stg = c.stage(st.stage);
         constexpr int NCH = FMT == MLA_FMT_FP8_E4M3 ? 9 : 8;
-        /* Trace builds: phase 14 + wg, the time spent waiting for data. */
-        MLA_LAP_START(lap);
         if (FMT == MLA_FMT_FP8_DS_MLA) /* the RoPE chunk comes straight from TMA */
             mbar_wait(c.pipe().full_bar(st), st.phase);
         mbar_wait(converted_bar(c.bars, st.stage, 0), st.phase);
-        MLA_LAP((tid & 127u) == 0, lap, 14u + wg);
         wg_fence();
         if (FMT == MLA_FMT_FP8_DS_MLA)
             qk_chunks<8, 9>(sr, c.sq, stg, wg);
         qk_chunks<0, 3>(s, c.sq, stg, wg);
-        MLA_LAP_START(lap1);
         mbar_wait(converted_bar(c.bars, st.stage, 1), st.phase);
-        MLA_LAP((tid & 127u) == 0, lap1, 14u + wg);
         qk_chunks<3, 6, 1>(s, c.sq, stg, wg);
-        MLA_LAP_START(lap2);
         mbar_wait(converted_bar(c.bars, st.stage, 2), st.phase);
-        MLA_LAP((tid & 127u) == 0, lap2, 14u + wg);
         qk_chunks<6, NCH, 1>(s, c.sq, stg, wg);
         wg_commit();
     }
@@ -152,7 +144,7 @@ struct WideConsumer {
         const uint32_t pb = c.stage(st.stage) + 8u * kChunk + (uint32_t)row0 * 128u + 4u * tq;
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) {
-            const uint32_t gr = ((4u * wg + nt) ^ g) << 4;
+            const uint32_t gr = sw128_granule(g, 4u * wg + nt); /* g = row0 & 7 */
             sts32(pb + gr, pack_bf16x2(s[nt][0], s[nt][1]));
             sts32(pb + 8u * 128u + gr, pack_bf16x2(s[nt][2], s[nt][3]));
         }
@@ -163,7 +155,7 @@ struct WideConsumer {
     /* Queue O[:, 256 wg ..] += P V for the tile in stage st; one commit group. */
     MLA_DEV void pv(const PipeState &st) { pv_chunk8(o, c.stage(st.stage), wg); }
 
-    MLA_DEV void release(const PipeState &st) const { release_stage(c, st, tid); }
+    MLA_DEV void release(const PipeState &st) const { release_stage<false>(c, st, tid); }
 
     MLA_DEV void wait_o()
     {
@@ -174,8 +166,6 @@ struct WideConsumer {
     MLA_DEV void run()
     {
         mbar_wait(c.bars + kBarQ, 0);
-        if (tid == 0)
-            MLA_STAMP(5);
         consume_tiles(*this, c.t0, c.t1);
         /* Each WG summed its own columns; the maxima are shared. */
         finish_wide(p, c, o, sm, row0, wg, tq, tid);

@@ -14,8 +14,12 @@
 
 #ifdef __CUDACC__
 #define MLA_HD __host__ __device__ __forceinline__
+/* Constant-evaluable too: kernels/hopper_layout.cuh checks the layouts at
+ * compile time. */
+#define MLA_HD_CONSTEXPR __host__ __device__ __forceinline__ constexpr
 #else
 #define MLA_HD static inline
+#define MLA_HD_CONSTEXPR static inline
 #endif
 
 /* Format codes: equal to mla_kv_format_t. */
@@ -167,7 +171,8 @@ struct mla_append_params {
  *   entries changed after the schedule checked them cannot move a read
  *   outside it.
  *   Needs kv_format == f, block_n == BN, 16-byte aligned q and kv,
- *   scales != 0 iff scales_per_row > 0 (E4M3 with a scale block).
+ *   scales != 0 iff scales_per_row > 0 (E4M3 with a scale block).  A
+ *   launch with another kv_format, block_n or num_stages traps.
  *
  * mla_combine (kernels/combine.cu), struct mla_decode_params
  *   grid (combine_ctas), block 128, no dynamic smem; PDL: launched as a
@@ -220,9 +225,34 @@ struct mla_append_params {
  * rows), then num_stages stages of block_n padded rows. */
 #define MLA_DECODE_SMEM_BARRIERS 1024u
 
-MLA_HD int32_t mla_row_bytes(int32_t fmt)
+MLA_HD_CONSTEXPR int32_t mla_row_bytes(int32_t fmt)
 {
     return fmt == MLA_FMT_BF16 ? 1152 : fmt == MLA_FMT_FP8_E4M3 ? 576 : 656;
+}
+
+/* Scale modes: how a cache's values are scaled, from its format and
+ * scales_per_row (E4M3: ceil(576 / scale_block), MLA_SPR_<block>).  The
+ * narrow FP8 kernels fold 128- and 64-dim block scales (and DS_MLA's)
+ * into the scores, so that K converts unscaled, and scale each K value
+ * with 32-dim ones. */
+#define MLA_SCALES_NONE 0  /* BF16, E4M3 without block scales */
+#define MLA_SCALES_128 1   /* E4M3, blocks of 128 dims */
+#define MLA_SCALES_64 2    /* E4M3, blocks of 64 dims */
+#define MLA_SCALES_32 3    /* E4M3, blocks of 32 dims */
+#define MLA_SCALES_DSMLA 4 /* DS_MLA: 4 scales of 128 nope dims, inside the row */
+#define MLA_SPR_128 ((MLA_D_QK + 127) / 128) /* 5 */
+#define MLA_SPR_64 ((MLA_D_QK + 63) / 64)    /* 9 */
+#define MLA_SPR_32 ((MLA_D_QK + 31) / 32)    /* 18 */
+
+MLA_HD int32_t mla_scale_mode(int32_t fmt, int32_t scales_per_row)
+{
+    if (fmt == MLA_FMT_FP8_DS_MLA)
+        return MLA_SCALES_DSMLA;
+    if (fmt != MLA_FMT_FP8_E4M3 || scales_per_row == 0)
+        return MLA_SCALES_NONE;
+    return scales_per_row == MLA_SPR_128  ? MLA_SCALES_128
+           : scales_per_row == MLA_SPR_64 ? MLA_SCALES_64
+                                          : MLA_SCALES_32;
 }
 
 /* Dynamic shared memory of a decode kernel.  FP8 rows are staged inside
@@ -258,7 +288,9 @@ MLA_HD int32_t mla_decode_auto_stages(int32_t fmt, int32_t block_n, int32_t scal
  *   Needs page_size >= 64 (a KV tile is 64 consecutive rows of one page,
  *   one TMA box per 64 columns), num_pages * page_size < 2^31, and for
  *   E4M3 with block scales h_kv == 1 and 16-byte aligned scales (one bulk
- *   copy of the tile's 64 rows of scales).
+ *   copy of the tile's 64 rows of scales).  A launch with another
+ *   kv_format, block_n, num_stages or block_m, pages of fewer than 64
+ *   rows, or (pairs) an odd m_blocks traps.
  *   kv_map[] are CUtensorMaps over the cache viewed as [rows = num_pages
  *   * page_size][h_kv][row elements], boxes of 64 rows x 1 head:
  *     BF16:   [0] bf16, box 64 columns, SWIZZLE_128B (the wgmma layout);
@@ -266,15 +298,15 @@ MLA_HD int32_t mla_decode_auto_stages(int32_t fmt, int32_t block_n, int32_t scal
  *     DS_MLA: [0] u8, box 64 bytes (the 512 nope bytes, 8 boxes),
  *             [1] u8, box 16 bytes at column 512 (the 4 fp32 scales),
  *             [2] u8, box 128 bytes at column 528 (bf16 RoPE), SWIZZLE_128B;
- *     FP8, the 2-CTA pair kernels: [3] as [0] but 32 rows a box (each CTA
- *             of the pair loads half the tile's rows).
- * mla_hopper_pair_<f8> (f8 in {e4m3, dsmla}): the wide FP8 kernel as
- *   clusters of 2 CTAs, the M tiles 2k and 2k + 1 of one (request, KV
- *   head, split), each converting half of every tile for both; grid x
- *   (m_blocks) must be even and both M tiles must see the same tiles
- *   (heads_per_kv a multiple of 128).
- * Built for other targets the kernels are empty; the host only selects
- * them on compute capability 9.0.
+ *     E4M3, the 2-CTA pair kernel: [3] as [0] but 32 rows a box (each
+ *             CTA of the pair loads half the tile's rows).
+ * mla_hopper_pair_e4m3: the wide E4M3 kernel as clusters of 2 CTAs, the
+ *   M tiles 2k and 2k + 1 of one (request, KV head, split), each
+ *   converting half of every tile for both; grid x (m_blocks) must be even
+ *   and both M tiles must see the same tiles (heads_per_kv a multiple of
+ *   128).
+ * These kernels exist in the sm_90a image only; the host looks them up
+ * on compute capability 9.0 only.
  */
 #ifdef __cplusplus
 #define MLA_ALIGN64 alignas(64)
@@ -291,17 +323,6 @@ struct mla_hopper_params {
 
 #define MLA_HOPPER_BLOCK_N 64
 #define MLA_HOPPER_STAGES 2
-/* Shared memory, from a 1024-byte aligned base: the Q tile and each
- * stage are 9 chunks of 64 rows x 128 bytes (64 bf16 columns); then per
- * stage up to 64 x 18 fp32 block scales; the consumers' row exchange
- * (2 x 64 fp32); the mbarriers.  1024 bytes of slack align the base. */
-#define MLA_HOPPER_TILE_BYTES 73728u
-#define MLA_HOPPER_SCALE_BYTES 4608u
-#define MLA_HOPPER_OFF_STAGES MLA_HOPPER_TILE_BYTES
-#define MLA_HOPPER_OFF_SCALES (MLA_HOPPER_OFF_STAGES + MLA_HOPPER_STAGES * MLA_HOPPER_TILE_BYTES)
-#define MLA_HOPPER_OFF_XCHG (MLA_HOPPER_OFF_SCALES + MLA_HOPPER_STAGES * MLA_HOPPER_SCALE_BYTES)
-#define MLA_HOPPER_OFF_BARS (MLA_HOPPER_OFF_XCHG + 512u)
-#define MLA_HOPPER_SMEM_BYTES (MLA_HOPPER_OFF_BARS + 256u + 1024u)
 
 /*
  * The narrow sm_90a kernels, mla_hopper_narrow_<f>: the same contract,
@@ -309,72 +330,95 @@ struct mla_hopper_params {
  * MLA_NARROW_ROWS packed rows (block_m; BF16 takes at most one, FP8 two:
  * the 32 rows of two MTP tokens at 16 heads).  They compute
  * S^T = K Q^T and O^T = V^T P^T (keys and value dims as the wgmma M, the
- * query rows as N = 16), so the Q tile holds only 16 rows (9 chunks of 16
- * rows x 128 bytes).  Dynamic smem mla_narrow_smem_bytes(f).
- *
- * BF16, from a 1024-byte aligned base: the Q tile; two BF16 stages; per
- * consumer warpgroup a P tile (16 rows x 64 keys bf16); the partial-score
- * exchange (2 tiles x 2 warpgroups x 128 threads x 8 fp32); the column
- * exchange (2 x 4 warps x 16 fp32); the mbarriers.
- *
- * FP8 (E4M3, DS_MLA): the consumers read the FP8 tile itself and convert
- * it in registers (kernels/hopper_narrow_fp8.cuh), so the stages hold FP8
- * as it lands and more tiles are in flight: the Q tile (its dims permuted
- * to match the register fragments); per consumer warpgroup four P tiles
- * (one per 128-dim block of V, the block's scales folded in; at the end
- * the warpgroup's (max, sum) for the merge); mla_narrow8_stages(f, spr)
- * stages of mla_narrow8_stage_bytes(f, spr), 1024-byte aligned, each a
- * tile's 64 rows as bulk copies (one with one KV head, else one a row):
- * E4M3's rows of 576 bytes and its block scales (64 x spr fp32), or
- * DS_MLA's rows of 656; then the column exchange and the mbarriers.
- * E4M3 takes five stages where they fit in the 227 KB the launch asks for
- * (spr <= 9), else four; DS_MLA four.
+ * query rows as N = 16), so the Q tile holds only 16 rows.  Dynamic smem
+ * mla_narrow_smem_bytes(f).  FP8 (E4M3, DS_MLA): the consumers read the
+ * FP8 tile itself and convert it in registers
+ * (kernels/hopper_narrow_fp8.cuh), so the stages hold FP8 as it lands and
+ * more tiles are in flight: E4M3 takes five stages where they fit in the
+ * 227 KB the launch asks for (spr <= 9), else four; DS_MLA four.
  */
 #define MLA_NARROW_ROWS 16
-#define MLA_NARROW_Q_CHUNK 2048u
-#define MLA_NARROW_OFF_STAGES 18432u
-#define MLA_NARROW_OFF_P (MLA_NARROW_OFF_STAGES + 2u * MLA_HOPPER_TILE_BYTES)
-#define MLA_NARROW_OFF_XCHG (MLA_NARROW_OFF_P + 4096u)
-#define MLA_NARROW_OFF_CMAX (MLA_NARROW_OFF_XCHG + 16384u)
-#define MLA_NARROW_OFF_BARS (MLA_NARROW_OFF_CMAX + 512u)
-#define MLA_NARROW_SMEM_BF16 (MLA_NARROW_OFF_BARS + 256u + 1024u)
-
-#define MLA_NARROW8_OFF_P 18432u
-#define MLA_NARROW8_P_BYTES 8192u
-#define MLA_NARROW8_OFF_STAGES (MLA_NARROW8_OFF_P + 2u * MLA_NARROW8_P_BYTES)
-/* After the last stage: the column exchange (512 bytes), the mbarriers. */
-#define MLA_NARROW8_TAIL_BYTES 768u
-/* sm_90's opt-in limit of dynamic shared memory per block (227 KB). */
-#define MLA_NARROW8_SMEM_LIMIT 232448u
-/* Stages: E4M3 at most (fewer where its scales leave no room), DS_MLA. */
 #define MLA_NARROW8_STAGES_E4M3_MAX 5u
 #define MLA_NARROW8_STAGES_DSMLA 4u
 
-/* E4M3: 36864 FP8 bytes + 256 spr of scales; DS_MLA: 64 rows x 656. */
-MLA_HD uint32_t mla_narrow8_stage_bytes(int32_t fmt, int32_t spr)
+/*
+ * Shared memory of the sm_90a kernels, one struct per layout (only their
+ * sizes are taken here; kernels/hopper_layout.cuh places the buffers at
+ * their offsets and checks the budget), from a base the kernel aligns to
+ * 1024 bytes: the launch asks for 1024 bytes more than the struct.  A
+ * BF16 tile (the Q tile, a stage) is 9 chunks of 64 bf16 columns, its
+ * rows 128 bytes each, 128B-swizzled (kernels/wgmma.cuh).
+ */
+#define MLA_HOPPER_CHUNKS (MLA_D_QK / 64)
+
+/* Wide: the 64-row Q tile; the stages (FP8 lands in them and is
+ * converted in place); per stage up to 64 x 18 fp32 block scales; the
+ * consumers' row exchange (2 warpgroups x 64 rows); the mbarriers. */
+struct mla_hopper_smem {
+    uint8_t q[MLA_HOPPER_CHUNKS][MLA_BLOCK_M][128];
+    uint8_t stages[MLA_HOPPER_STAGES][MLA_HOPPER_CHUNKS][MLA_HOPPER_BLOCK_N][128];
+    float scales[MLA_HOPPER_STAGES][MLA_HOPPER_BLOCK_N][MLA_SPR_32];
+    float xchg[2][MLA_BLOCK_M];
+    uint64_t bars[32];
+};
+#define MLA_HOPPER_SMEM_BYTES ((uint32_t)sizeof(struct mla_hopper_smem) + 1024u)
+
+/* Narrow BF16: the 16-row Q tile; the BF16 stages; per consumer
+ * warpgroup a P tile (16 rows x 64 keys bf16); the partial S^T exchange
+ * (tile parity x warpgroup x two planes of 128 threads x 4 fp32); the
+ * column exchange (warpgroup x warp x 16 columns); the mbarriers. */
+struct mla_narrow_smem {
+    uint8_t q[MLA_HOPPER_CHUNKS][MLA_NARROW_ROWS][128];
+    uint8_t stages[MLA_HOPPER_STAGES][MLA_HOPPER_CHUNKS][MLA_HOPPER_BLOCK_N][128];
+    uint8_t p[2][MLA_NARROW_ROWS][128];
+    float xchg[2][2][2][128][4];
+    float cmax[2][4][MLA_NARROW_ROWS];
+    uint64_t bars[32];
+};
+
+/* Narrow FP8: this head (the Q tile, its dims permuted to match the
+ * register fragments; per consumer warpgroup four P tiles, one per
+ * 128-dim block of V with the block's scales folded in, the first also
+ * the warpgroup's (max, sum) for the merge), then mla_narrow8_stages()
+ * stages of mla_narrow8_stage_bytes(), then the tail: the column exchange
+ * and the mbarriers. */
+struct mla_narrow8_head {
+    uint8_t q[MLA_HOPPER_CHUNKS][MLA_NARROW_ROWS][128];
+    uint8_t p[2][4][MLA_NARROW_ROWS][128];
+};
+struct mla_narrow8_tail {
+    float cmax[2][4][MLA_NARROW_ROWS];
+    uint64_t bars[32];
+};
+
+/* A narrow FP8 stage: a tile's 64 rows as they land (E4M3's 576 bytes,
+ * DS_MLA's 656), then E4M3's block scales (64 x spr fp32). */
+MLA_HD_CONSTEXPR uint32_t mla_narrow8_stage_bytes(int32_t fmt, int32_t spr)
 {
-    return fmt == MLA_FMT_FP8_E4M3 ? 36864u + 256u * (uint32_t)spr : 41984u;
+    return fmt == MLA_FMT_FP8_E4M3
+               ? MLA_HOPPER_BLOCK_N * ((uint32_t)mla_row_bytes(fmt) + 4u * (uint32_t)spr)
+               : MLA_HOPPER_BLOCK_N * (uint32_t)mla_row_bytes(fmt);
 }
 
-MLA_HD uint32_t mla_narrow8_stages(int32_t fmt, int32_t spr)
+MLA_HD_CONSTEXPR uint32_t mla_narrow8_stages(int32_t fmt, int32_t spr)
 {
     if (fmt != MLA_FMT_FP8_E4M3)
         return MLA_NARROW8_STAGES_DSMLA;
-    const uint32_t n = (MLA_NARROW8_SMEM_LIMIT - 1024u - MLA_NARROW8_OFF_STAGES -
-                        MLA_NARROW8_TAIL_BYTES) /
+    const uint32_t n = (MLA_SMEM_BUDGET - 1024u - (uint32_t)sizeof(struct mla_narrow8_head) -
+                        (uint32_t)sizeof(struct mla_narrow8_tail)) /
                        mla_narrow8_stage_bytes(fmt, spr);
     return n < MLA_NARROW8_STAGES_E4M3_MAX ? n : MLA_NARROW8_STAGES_E4M3_MAX;
 }
 
-MLA_HD uint32_t mla_narrow_smem_bytes(int32_t fmt)
+MLA_HD_CONSTEXPR uint32_t mla_narrow_smem_bytes(int32_t fmt)
 {
     if (fmt == MLA_FMT_BF16)
-        return MLA_NARROW_SMEM_BF16;
+        return (uint32_t)sizeof(struct mla_narrow_smem) + 1024u;
     if (fmt == MLA_FMT_FP8_E4M3)
-        return MLA_NARROW8_SMEM_LIMIT; /* the stage count follows spr */
-    return MLA_NARROW8_OFF_STAGES +
-           MLA_NARROW8_STAGES_DSMLA * mla_narrow8_stage_bytes(fmt, 0) + MLA_NARROW8_TAIL_BYTES +
-           1024u;
+        return MLA_SMEM_BUDGET; /* the stage count follows spr */
+    return (uint32_t)sizeof(struct mla_narrow8_head) +
+           MLA_NARROW8_STAGES_DSMLA * mla_narrow8_stage_bytes(fmt, 0) +
+           (uint32_t)sizeof(struct mla_narrow8_tail) + 1024u;
 }
 
 #endif /* MLA_PARAMS_H */

@@ -5,7 +5,9 @@
  *
  * Every wrapper that orders memory is `asm volatile` with a "memory"
  * clobber, so the compiler keeps it in program order with the shared
- * memory accesses around it.
+ * memory accesses around it.  Every target is sm_90 or later (configure
+ * refuses older ones: griddepcontrol, bulk copies and clusters need it),
+ * so no wrapper has a fallback.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -377,31 +379,12 @@ MLA_DEV uint32_t pack_bf16x2(float lo, float hi)
     return d;
 }
 
-/* One e4m3 to f16 bits, exact (every e4m3 value is an f16 value). */
-MLA_DEV uint32_t e4m3_to_f16_bits(uint8_t c)
-{
-    uint32_t sign = (uint32_t)(c & 0x80u) << 8, e = (c >> 3) & 0xfu, m = c & 0x7u;
-    if (e == 0xfu && m == 0x7u)
-        return sign | 0x7e00u;
-    if (e != 0)
-        return sign | ((e + 8u) << 10) | (m << 7);
-    if (m == 0)
-        return sign;
-    /* m * 2^-9: normalize (f16 normals reach down to 2^-14). */
-    uint32_t p = m >= 4 ? 2u : m >= 2 ? 1u : 0u;
-    return sign | ((15u - 9u + p) << 10) | (((m << (10u - p)) & 0x3ffu));
-}
-
-/* Two e4m3 (byte 0 -> bits 0..15) to f16x2; exact. */
+/* Two e4m3 (byte 0 -> bits 0..15) to f16x2; exact (every e4m3 value is
+ * an f16 value). */
 MLA_DEV uint32_t e4m3x2_to_f16x2(uint16_t v)
 {
     uint32_t d;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
     asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(d) : "h"(v));
-#else
-    /* Bit-exact fallback for targets without the instruction. */
-    d = e4m3_to_f16_bits((uint8_t)(v & 0xff)) | (e4m3_to_f16_bits((uint8_t)(v >> 8)) << 16);
-#endif
     return d;
 }
 
@@ -474,13 +457,9 @@ MLA_DEV bool bar_red_or(uint32_t id, uint32_t count, bool pred)
 MLA_DEV bool elect_one()
 {
     uint32_t pred = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile(
         "{\n\t.reg .pred p;\n\telect.sync _|p, 0xffffffff;\n\tselp.u32 %0, 1, 0, p;\n\t}"
         : "=r"(pred));
-#else
-    pred = (threadIdx.x & 31) == 0;
-#endif
     return pred != 0;
 }
 

@@ -24,6 +24,13 @@
 
 namespace mla {
 
+/* The swizzle: the byte offset, within its 128-byte row r, of 16-byte
+ * granule g (0..7) of a 128B-swizzled chunk. */
+MLA_DEV uint32_t sw128_granule(uint32_t r, uint32_t g)
+{
+    return (g ^ (r & 7u)) << 4;
+}
+
 /*
  * Descriptor of a 128B-swizzled operand at shared address addr.
  * K-major (rows are M or N, K contiguous: Q, K, P): sbo = 1024 (next 8

@@ -40,7 +40,6 @@
     X(cuLibraryLoadData, 12000)                                                   \
     X(cuLibraryUnload, 12000)                                                     \
     X(cuLibraryGetKernel, 12000)                                                  \
-    X(cuLibraryGetGlobal, 12000)                                                  \
     X(cuKernelGetFunction, 12000)                                                 \
     X(cuFuncGetAttribute, 2020)                                                   \
     X(cuFuncSetAttribute, 9000)                                                   \
@@ -49,7 +48,6 @@
     X(cuLaunchKernelEx, 11060)                                                    \
     X(cuMemsetD32Async, 3020)                                                     \
     X(cuMemcpyDtoH, 3020)                                                         \
-    X(cuStreamIsCapturing, 10000)                                                 \
     X(cuTensorMapEncodeTiled, 12000)
 
 /* Fields are named p_<base name> so cuda.h's renaming macros

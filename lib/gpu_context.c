@@ -255,20 +255,7 @@ static mla_status_t load_kernels(mla_context_t *ctx)
         return mla__error(MLA_STATUS_INTERNAL_ERROR,
                              "no mla_decode_* kernel in the embedded fatbins");
 
-    /* hopper.cu always defines mla_trace_words (a failed lookup would be
-     * an API error under compute-sanitizer); trace builds give it 32
-     * words, the others one. */
-    for (int i = 0; i < MLA_GPU_NUM_FATBINS; i++) {
-        size_t bytes = 0;
-        if (strcmp(fatbins[i].name, "hopper") != 0)
-            continue;
-        if (cu->p_cuLibraryGetGlobal(&g->trace_words, &bytes, g->lib[i], "mla_trace_words") !=
-                CUDA_SUCCESS ||
-            bytes != 32 * sizeof(long long))
-            g->trace_words = 0;
-    }
-
-    /* The wgmma kernels exist for sm_90a only (other images are empty). */
+    /* The wgmma kernels exist in the sm_90a image only. */
     if (g->cc_major == 9 && g->cc_minor == 0) {
         static const char *const family[3] = {"decode", "narrow", "pair"};
         for (int n = 0; n < 3; n++)
@@ -276,8 +263,8 @@ static mla_status_t load_kernels(mla_context_t *ctx)
                 struct mla_gpu_kernel *k = n == 2   ? &g->hopper_pair[f]
                                            : n == 1 ? &g->hopper_narrow[f]
                                                     : &g->hopper[f];
-                if (n == 2 && f == MLA_FMT_BF16)
-                    continue; /* no BF16 pair (a failed lookup is an API error) */
+                if (n == 2 && f != MLA_FMT_FP8_E4M3)
+                    continue; /* E4M3 pair only (a failed lookup is an API error) */
                 char kname[64];
                 snprintf(kname, sizeof(kname), "mla_hopper_%s_%s", family[n], fmt_names[f]);
                 if ((st = get_kernel(ctx, kname, 1, k)) ||

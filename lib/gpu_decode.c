@@ -9,7 +9,6 @@
 #include "config.h"
 #endif
 
-#include <stdio.h>
 #include <string.h>
 
 #include "gpu_internal.h"
@@ -105,26 +104,6 @@ static int hopper_maps(const struct mla_cuda_api *cu, const struct mla_decode_pa
     return 1;
 }
 
-/* Trace builds: wait for the launch and print CTA (0, 0, 0)'s timeline
- * (kernels/trace.cuh) to stderr; nothing while a graph is captured. */
-static void trace_print(const struct mla_cuda_api *cu, CUstream stream, CUdeviceptr words)
-{
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    long long w[32];
-    if (cu->p_cuStreamIsCapturing(stream, &cs) != CUDA_SUCCESS ||
-        cs != CU_STREAM_CAPTURE_STATUS_NONE || cu->p_cuCtxSynchronize() != CUDA_SUCCESS ||
-        cu->p_cuMemcpyDtoH(w, words, sizeof(w)) != CUDA_SUCCESS)
-        return;
-    const char *tag = w[31] == 2 ? "narrow" : "wide";
-    fprintf(stderr, "TRACE %s ns %lld cyc", tag, w[11] - w[10]);
-    for (int i = 1; i < 9; i++)
-        fprintf(stderr, " %d:%lld", i, w[i] - w[0]);
-    fputc('\n', stderr);
-    for (int k = 0; k < 16; k++)
-        if (w[12 + k] != 0)
-            fprintf(stderr, "PHASE %s %d %lld\n", tag, k, w[12 + k]);
-}
-
 /* The launch parameters of one call: the plan's, with this call's
  * pointers. */
 static struct mla_decode_params call_params(const struct mla_gpu_plan *gp,
@@ -189,8 +168,6 @@ static CUresult queue_decode(mla_context_t *ctx, const struct mla_gpu_plan *gp,
         r = launch(cu, g->combine.fn, gp->combine_grid, MLA_COMBINE_THREADS, 0, stream, 1,
                    (void *)p);
     }
-    if (r == CUDA_SUCCESS && use_hopper && g->trace_words)
-        trace_print(cu, stream, g->trace_words);
     return r;
 }
 

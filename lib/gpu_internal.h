@@ -44,12 +44,9 @@ struct mla_gpu_context {
      * narrow (at most MLA_NARROW_ROWS rows); fn NULL on other devices. */
     struct mla_gpu_kernel hopper[MLA_GPU_NUM_FORMATS];
     struct mla_gpu_kernel hopper_narrow[MLA_GPU_NUM_FORMATS];
-    /* The wide FP8 kernels as 2-CTA clusters ("pairs"; fn NULL for BF16). */
+    /* The wide E4M3 kernel as 2-CTA clusters ("pairs"; fn NULL for the
+     * other formats). */
     struct mla_gpu_kernel hopper_pair[MLA_GPU_NUM_FORMATS];
-    /* Trace builds of the sm_90a kernels only (-DMLA_TRACE,
-     * kernels/trace.cuh): CTA (0, 0, 0)'s timeline, printed to stderr
-     * after each such launch; 0 in normal builds. */
-    CUdeviceptr trace_words;
 };
 
 struct mla_gpu_plan {

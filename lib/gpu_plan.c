@@ -171,8 +171,7 @@ int mla__gpu_kernel_choice(void)
  * form (*pair set), which converts each tile once for two 64-row M tiles
  * and feeds the seesaw consumers (H200, h128 b132 s8192: /128 808
  * against 844 us, unscaled 778 against 834; b64 s4096 223 against 233).
- * DS_MLA pairs (with the lockstep consumers) measured 4 % slower: only
- * with MLA_KERNEL=hopper-pair.  Sets *choice to the MLA_KERNEL reading.
+ * Sets *choice to the MLA_KERNEL reading.
  */
 static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s, int32_t spr,
                                   int32_t batch, int *choice, const struct mla_gpu_kernel **out,
@@ -212,7 +211,7 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
     const int heads_per_kv = s->num_heads / s->num_kv_heads;
     const int pair_fits = g->hopper_pair[s->kv_format].fn && heads_per_kv % (2 * MLA_BLOCK_M) == 0;
     if (!why && *choice == MLA_GPU_KERNEL_HOPPER_PAIR && !pair_fits)
-        why = s->kv_format == MLA_FMT_BF16 ? "the pair kernels take FP8 caches only"
+        why = s->kv_format != MLA_FMT_FP8_E4M3 ? "the pair kernel takes E4M3 caches only"
                                            : "query heads per KV head not a multiple of 128";
     if (why && *choice != MLA_GPU_KERNEL_AUTO)
         return mla__error(MLA_STATUS_NOT_SUPPORTED,

@@ -210,7 +210,7 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a, 
             return mla__cu_fail(MLA_STATUS_CUDA_ERROR, er, "cuTensorMapEncodeTiled");
         if (!ok)
             return mla__error(MLA_STATUS_NOT_SUPPORTED,
-                              "MLA_KERNEL requires an sm_90a kernel, but this call needs the "
+                              "MLA_XPARAM_KERNEL requires an sm_90a kernel, but this call needs the "
                               "portable kernel (kv or scales not 16-byte aligned, or num_pages "
                               "* page_size >= 2^31)");
     }

@@ -63,7 +63,7 @@ struct mla_gpu_plan {
     const struct mla_gpu_kernel *hopper;
     unsigned int hopper_smem; /* its dynamic shared memory */
     int hopper_pair;      /* it is a pair kernel: the 32-row tensor map too */
-    int hopper_required; /* MLA_KERNEL=hopper: calls it cannot take fail */
+    int hopper_required; /* MLA_XPARAM_KERNEL forces it: calls it cannot take fail */
     unsigned int combine_grid[3];
 };
 
@@ -71,16 +71,6 @@ struct mla_gpu_plan {
 #define MLA_COMBINE_THREADS 128
 #define MLA_COMBINE_WARPS (MLA_COMBINE_THREADS / 32)
 #define MLA_APPEND_THREADS 64
-
-/* Kernel family selection from the environment (MLA_KERNEL), read when a
- * plan is created; -1 for an unknown value. */
-#define MLA_GPU_KERNEL_AUTO 0
-#define MLA_GPU_KERNEL_PORTABLE 1
-#define MLA_GPU_KERNEL_HOPPER 2
-#define MLA_GPU_KERNEL_HOPPER_WIDE 3 /* the wide sm_90a kernel only, required */
-#define MLA_GPU_KERNEL_HOPPER_NARROW 4 /* the narrow sm_90a kernel only, required */
-#define MLA_GPU_KERNEL_HOPPER_PAIR 5 /* the 2-CTA wide FP8 kernel only, required */
-int mla__gpu_kernel_choice(void);
 
 /* Make the context's primary context current on this thread (push), and
  * undo it (pop).  A push failure leaves the thread's message. */

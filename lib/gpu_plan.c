@@ -99,11 +99,11 @@ static mla_status_t choose_tiling(mla_context_t *ctx, const struct mla_shape *s,
 
 /*
  * Whether the sm_90a kernel serves this shape: it needs pages of at least 64
- * rows (a tile is one TMA box per 64 columns), block_n 64 and 2 stages
- * when those are forced, one KV head when E4M3 has block scales (the
- * tile's scales are then one contiguous copy), and the portable n64
- * kernel with 2 stages as the fallback for calls whose pointers it cannot
- * take.  Returns why not, or NULL.
+ * rows (a tile is one TMA box per 64 columns), one KV head when E4M3 has
+ * block scales (the tile's scales are then one contiguous copy), and the
+ * portable n64 kernel with 2 stages as the fallback for calls whose
+ * pointers it cannot take.  The block_n and stages hints play no part.
+ * Returns why not, or NULL.
  */
 static const char *hopper_refusal(const struct mla_gpu_context *g, const struct mla_shape *s,
                                   int32_t spr)
@@ -113,9 +113,6 @@ static const char *hopper_refusal(const struct mla_gpu_context *g, const struct 
         return "the device is not sm_90a or the build has no sm_90a kernel";
     if (s->page_size < MLA_HOPPER_BLOCK_N)
         return "pages of fewer than 64 rows";
-    if ((s->block_n && s->block_n != MLA_HOPPER_BLOCK_N) ||
-        (s->num_kv_stages && s->num_kv_stages != MLA_HOPPER_STAGES))
-        return "block_n / stages overrides other than 64 / 2";
     if (s->kv_format == MLA_FMT_FP8_E4M3 && spr > 0 && s->num_kv_heads != 1)
         return "E4M3 block scales with more than one KV head";
     const struct mla_gpu_kernel *v1 = &g->decode[fi][mla__gpu_bn_index(MLA_HOPPER_BLOCK_N)];
@@ -123,35 +120,6 @@ static const char *hopper_refusal(const struct mla_gpu_context *g, const struct 
                                          spr) > (uint32_t)v1->max_dyn_smem)
         return "no portable block_n 64 kernel to fall back on";
     return NULL;
-}
-
-/* The index of environment variable `name`'s value in words[0..n), where
- * words[0] also stands for unset or empty; -1 for anything else. */
-static int env_word(const char *name, const char *const *words, int n)
-{
-    const char *env = getenv(name);
-    if (!env || !*env)
-        return 0;
-    for (int i = 0; i < n; i++)
-        if (strcmp(env, words[i]) == 0)
-            return i;
-    return -1;
-}
-
-/* MLA_KERNEL: unset or "auto", "portable", "hopper", "hopper-wide",
- * "hopper-narrow" or "hopper-pair" (required: plans and calls they cannot
- * serve are refused with NOT_SUPPORTED); -1 for anything else. */
-int mla__gpu_kernel_choice(void)
-{
-    static const char *const words[] = {
-        [MLA_GPU_KERNEL_AUTO] = "auto",
-        [MLA_GPU_KERNEL_PORTABLE] = "portable",
-        [MLA_GPU_KERNEL_HOPPER] = "hopper",
-        [MLA_GPU_KERNEL_HOPPER_WIDE] = "hopper-wide",
-        [MLA_GPU_KERNEL_HOPPER_NARROW] = "hopper-narrow",
-        [MLA_GPU_KERNEL_HOPPER_PAIR] = "hopper-pair",
-    };
-    return env_word("MLA_KERNEL", words, (int)(sizeof(words) / sizeof(words[0])));
 }
 
 /* Requests x KV heads from which the narrow FP8 kernel is taken by
@@ -172,23 +140,18 @@ int mla__gpu_kernel_choice(void)
  * and feeds the seesaw consumers (H200, h128 b132 s8192: /128 808
  * against 844 us, unscaled 778 against 834; b64 s4096 223 against 233).
  * DS_MLA pairs (with the lockstep consumers) measured 4 % slower: only
- * with MLA_KERNEL=hopper-pair.  Sets *choice to the MLA_KERNEL reading.
+ * with MLA_XKERNEL_HOPPER_PAIR.
  */
 static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s, int32_t spr,
-                                  int32_t batch, int *choice, const struct mla_gpu_kernel **out,
+                                  int32_t batch, const struct mla_gpu_kernel **out,
                                   unsigned *smem, int *pair)
 {
     struct mla_gpu_context *g = ctx->gpu;
+    const int32_t choice = s->kernel;
     *out = NULL;
     *smem = 0;
     *pair = 0;
-    *choice = mla__gpu_kernel_choice();
-    if (*choice < 0)
-        return mla__error(MLA_STATUS_INVALID_ARGUMENT,
-                             "MLA_KERNEL=%s (auto, portable, hopper, "
-                             "hopper-wide, hopper-narrow or hopper-pair)",
-                             getenv("MLA_KERNEL"));
-    if (*choice == MLA_GPU_KERNEL_PORTABLE)
+    if (choice == MLA_XKERNEL_PORTABLE)
         return MLA_STATUS_SUCCESS;
     const char *why = hopper_refusal(g, s, spr);
     const int32_t rows = s->q_len * (s->num_heads / s->num_kv_heads);
@@ -204,35 +167,35 @@ static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s,
     const int two_tiles = s->kv_format == MLA_FMT_FP8_DS_MLA ||
                           (s->kv_format == MLA_FMT_FP8_E4M3 && (spr == 0 || spr == 5));
     const int32_t auto_rows = two_tiles ? narrow_rows : MLA_NARROW_ROWS;
-    if (!why && *choice == MLA_GPU_KERNEL_HOPPER_NARROW && rows > narrow_rows)
+    if (!why && choice == MLA_XKERNEL_HOPPER_NARROW && rows > narrow_rows)
         why = s->kv_format == MLA_FMT_BF16 ? "more than 16 query rows per KV head"
                                            : "more than 32 query rows per KV head";
-    if (!why && *choice == MLA_GPU_KERNEL_HOPPER_NARROW && !narrow->fn)
+    if (!why && choice == MLA_XKERNEL_HOPPER_NARROW && !narrow->fn)
         why = "no narrow kernel for this format in the image";
     const int heads_per_kv = s->num_heads / s->num_kv_heads;
     const int pair_fits = g->hopper_pair[s->kv_format].fn && heads_per_kv % (2 * MLA_BLOCK_M) == 0;
-    if (!why && *choice == MLA_GPU_KERNEL_HOPPER_PAIR && !pair_fits)
+    if (!why && choice == MLA_XKERNEL_HOPPER_PAIR && !pair_fits)
         why = s->kv_format == MLA_FMT_BF16 ? "the pair kernels take FP8 caches only"
                                            : "query heads per KV head not a multiple of 128";
-    if (why && *choice != MLA_GPU_KERNEL_AUTO)
+    if (why && choice != MLA_XKERNEL_AUTO)
         return mla__error(MLA_STATUS_NOT_SUPPORTED,
-                             "MLA_KERNEL=%s, but the sm_90a kernel does not "
-                             "serve this shape: %s",
-                             getenv("MLA_KERNEL"), why);
+                          "MLA_XPARAM_KERNEL = %d, but the sm_90a kernel does not serve this "
+                          "shape: %s",
+                          choice, why);
     if (why)
         return MLA_STATUS_SUCCESS;
     int take_narrow =
-        narrow->fn && rows <= (*choice == MLA_GPU_KERNEL_HOPPER_NARROW ? narrow_rows : auto_rows);
-    if (*choice == MLA_GPU_KERNEL_HOPPER_WIDE || *choice == MLA_GPU_KERNEL_HOPPER_PAIR)
+        narrow->fn && rows <= (choice == MLA_XKERNEL_HOPPER_NARROW ? narrow_rows : auto_rows);
+    if (choice == MLA_XKERNEL_HOPPER_WIDE || choice == MLA_XKERNEL_HOPPER_PAIR)
         take_narrow = 0;
-    else if (*choice != MLA_GPU_KERNEL_HOPPER_NARROW && s->kv_format != MLA_FMT_BF16 &&
+    else if (choice != MLA_XKERNEL_HOPPER_NARROW && s->kv_format != MLA_FMT_BF16 &&
              (int64_t)batch * s->num_kv_heads < MLA_NARROW8_MIN_SEQS)
         take_narrow = 0;
     if (take_narrow) {
         *out = narrow;
         *smem = mla_narrow_smem_bytes(s->kv_format);
-    } else if (*choice == MLA_GPU_KERNEL_HOPPER_PAIR ||
-               (pair_fits && *choice != MLA_GPU_KERNEL_HOPPER_WIDE &&
+    } else if (choice == MLA_XKERNEL_HOPPER_PAIR ||
+               (pair_fits && choice != MLA_XKERNEL_HOPPER_WIDE &&
                 s->kv_format == MLA_FMT_FP8_E4M3)) {
         *out = &g->hopper_pair[s->kv_format];
         *smem = MLA_HOPPER_SMEM_BYTES;
@@ -290,19 +253,16 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
                           "MLA_PARAM_PAGE_SIZE = %d is not a power of two", s->page_size);
 
     const int32_t spr = mla__scales_per_row(s);
-    int32_t bn = 0, stages = 0;
-    if ((st = choose_tiling(ctx, s, spr, &bn, &stages)) != MLA_STATUS_SUCCESS)
-        return st;
+    int32_t bn = MLA_HOPPER_BLOCK_N, stages = MLA_HOPPER_STAGES;
     const struct mla_gpu_kernel *hopper = NULL;
     unsigned hopper_smem = 0;
-    int choice = MLA_GPU_KERNEL_AUTO, pair = 0;
-    if ((st = choose_hopper(ctx, s, spr, plan->batch, &choice, &hopper, &hopper_smem, &pair)) !=
+    int pair = 0;
+    if ((st = choose_hopper(ctx, s, spr, plan->batch, &hopper, &hopper_smem, &pair)) !=
         MLA_STATUS_SUCCESS)
         return st;
-    if (hopper) {
-        bn = MLA_HOPPER_BLOCK_N;
-        stages = MLA_HOPPER_STAGES;
-    }
+    /* The block_n and stages hints steer the portable kernel only. */
+    if (!hopper && (st = choose_tiling(ctx, s, spr, &bn, &stages)) != MLA_STATUS_SUCCESS)
+        return st;
     const struct mla_gpu_kernel *k = &g->decode[s->kv_format][mla__gpu_bn_index(bn)];
     const uint32_t smem = mla_decode_smem_bytes(s->kv_format, bn, stages, spr);
 
@@ -442,9 +402,7 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     gp->hopper = hopper;
     gp->hopper_smem = hopper_smem;
     gp->hopper_pair = pair;
-    gp->hopper_required = choice == MLA_GPU_KERNEL_HOPPER || choice == MLA_GPU_KERNEL_HOPPER_WIDE ||
-                          choice == MLA_GPU_KERNEL_HOPPER_NARROW ||
-                          choice == MLA_GPU_KERNEL_HOPPER_PAIR;
+    gp->hopper_required = s->kernel != MLA_XKERNEL_AUTO && s->kernel != MLA_XKERNEL_PORTABLE;
     gp->decode_grid[0] = (unsigned)m_blocks;
     gp->decode_grid[1] = (unsigned)s->num_kv_heads;
     gp->decode_grid[2] = (unsigned)max_pieces;

@@ -18,6 +18,7 @@
 
 #include "devmem.h"
 #include "mla.h"
+#include "mla_experimental.h"
 #include "problem.h"
 
 #define PROG "mla-bench"
@@ -169,6 +170,17 @@ static const char *fmt_name(int format, int block, char *buf, size_t n)
     return buf;
 }
 
+/* --kernel: the MLA_XPARAM_KERNEL of every plan, by name. */
+static const char *const kernel_names[] = {
+    [MLA_XKERNEL_AUTO] = "auto",
+    [MLA_XKERNEL_PORTABLE] = "portable",
+    [MLA_XKERNEL_HOPPER] = "hopper",
+    [MLA_XKERNEL_HOPPER_WIDE] = "hopper-wide",
+    [MLA_XKERNEL_HOPPER_NARROW] = "hopper-narrow",
+    [MLA_XKERNEL_HOPPER_PAIR] = "hopper-pair",
+};
+static int g_kernel = MLA_XKERNEL_AUTO;
+
 static const char *kv_name(int format)
 {
     return format == MLA_KV_BF16 ? "bf16" : format == MLA_KV_FP8_E4M3 ? "fp8" : "fp8-ds-mla";
@@ -202,6 +214,8 @@ static void usage(FILE *f)
             "other:\n"
             "  --cpu              use the CPU backend even if a GPU is present\n"
             "  --device N         CUDA device ordinal (0)\n"
+            "  --kernel NAME      auto | portable | hopper | hopper-wide | hopper-narrow |\n"
+            "                     hopper-pair (auto; experimental)\n"
             "  --threads N        host threads generating caches (online cores)\n"
             "  --seed N           random seed (time)\n"
             "  --corrupt-check    alter one output before each check (tests the guard)\n"
@@ -532,6 +546,7 @@ static mla_config_t *shape_config(const struct shape *sh, int heads, char *err, 
         {MLA_PARAM_PAGE_SIZE, sh->page, "page size"},
         {MLA_PARAM_KV_FORMAT, sh->format, "format"},
         {MLA_PARAM_SCALE_BLOCK_SIZE, sh->block, "scale block"},
+        {MLA_XPARAM_KERNEL, g_kernel, "kernel"},
     };
     for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++) {
         if (mla_config_set_int(cfg, set[i].p, set[i].v)) {
@@ -1715,7 +1730,7 @@ int main(int argc, char **argv)
     enum {
         O_PRESET = 256, O_FORMAT, O_BLOCK, O_BATCH, O_SEQ, O_VARLEN, O_QLEN, O_HEADS, O_KVH,
         O_PAGE, O_CAUSAL, O_ITERS, O_WARMUP, O_CHECK, O_L2, O_MMA, O_NOCEIL, O_JSON, O_CSV,
-        O_SVG, O_CPU, O_DEVICE, O_THREADS, O_SEED, O_CORRUPT, O_HELP, O_VERSION
+        O_SVG, O_CPU, O_DEVICE, O_THREADS, O_SEED, O_CORRUPT, O_HELP, O_VERSION, O_KERNEL
     };
     static const struct option lo[] = {
         {"preset", 1, 0, O_PRESET}, {"format", 1, 0, O_FORMAT}, {"scale-block", 1, 0, O_BLOCK},
@@ -1727,7 +1742,7 @@ int main(int argc, char **argv)
         {"csv", 1, 0, O_CSV}, {"svg", 1, 0, O_SVG}, {"cpu", 0, 0, O_CPU},
         {"device", 1, 0, O_DEVICE}, {"threads", 1, 0, O_THREADS}, {"seed", 1, 0, O_SEED},
         {"corrupt-check", 0, 0, O_CORRUPT}, {"help", 0, 0, O_HELP},
-        {"version", 0, 0, O_VERSION}, {0, 0, 0, 0}};
+        {"version", 0, 0, O_VERSION}, {"kernel", 1, 0, O_KERNEL}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
@@ -1755,6 +1770,15 @@ int main(int argc, char **argv)
         case O_CORRUPT: o.corrupt = 1; break;
         case O_DEVICE: o.device = parse_int(optarg, "device", 0, 1023); break;
         case O_THREADS: o.threads = parse_int(optarg, "threads", 1, 1024); break;
+        case O_KERNEL:
+            g_kernel = -1;
+            for (int k = 0; k < (int)(sizeof(kernel_names) / sizeof(kernel_names[0])); k++)
+                if (strcmp(optarg, kernel_names[k]) == 0)
+                    g_kernel = k;
+            if (g_kernel < 0)
+                bad_arg("kernel", optarg,
+                        "auto, portable, hopper, hopper-wide, hopper-narrow or hopper-pair");
+            break;
         case O_SEED: {
             char *end;
             errno = 0;
@@ -1884,10 +1908,8 @@ int main(int argc, char **argv)
         printf("# MMA ceiling %.4g TFLOP/s, %s\n", ceil_.mma_tflops, ceil_.mma_how);
     else
         printf("# MMA ceiling: %s\n", ceil_.mma_how);
-    if (m.gpu) {
-        const char *k = getenv("MLA_KERNEL");
-        printf("# kernel family: MLA_KERNEL=%s\n", k && *k ? k : "auto (unset)");
-    }
+    if (m.gpu)
+        printf("# kernel family: --kernel %s\n", kernel_names[g_kernel]);
     if (m.gpu)
         printf("# time: CUDA events around each of %d back-to-back mla_decode calls after %d "
                "warm-up calls, rotating over buffer sets >= 3x the L2 (%.1f MB, %s)\n",

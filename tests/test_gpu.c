@@ -489,22 +489,23 @@ static void build_cases(void)
         }
         c = add_case(32, 1, 1, M_G128, 64, 0, 16, lens);
         c->sample = 3;
-        /* The wide FP8 kernel at 128 heads as 2-CTA pairs (the default
-         * there for E4M3) and as single CTAs: many tiles, MTP with causal (both M
-         * tiles of a pair see the same keys; 4, 6 and 8 M tiles per KV
-         * head), lengths off the tile and page edges. */
+        /* The wide FP8 kernel at 128 heads as 2-CTA pairs (E4M3, where
+         * they are the default) and as single CTAs: many tiles, MTP with
+         * causal (both M tiles of a pair see the same keys; 4, 6 and 8 M
+         * tiles per KV head), lengths off the tile and page edges. */
         for (int m = 0; m < NMODES; m++) {
             if (m == M_BF16)
                 continue;
+            const char *pair = m == M_DSMLA ? "hopper-wide" : "hopper-pair";
             for (int i = 0; i < 12; i++)
                 lens[i] = 1 + rnd_int(5000);
             c = add_case(128, 1, 1, m, 64 << (m % 2), 0, 12, lens);
-            c->kernel = "hopper-pair";
+            c->kernel = pair;
             c->sample = 3;
             c = add_case(128, 1, 2, m, 64, 1, 7, lens_mix7);
-            c->kernel = "hopper-pair";
+            c->kernel = pair;
             c = add_case(128, 1, 4, m, 128, 1, 7, lens_mix7);
-            c->kernel = "hopper-pair";
+            c->kernel = pair;
             c = add_case(128, 1, 1, m, 64, 0, 7, lens_mix7);
             c->kernel = "hopper-wide";
         }
@@ -1047,8 +1048,8 @@ static void build_nf_cases(void)
         if (f >= NF_NARROW && !g_hopper)
             continue;
         for (int m = 0; m < NMODES; m++) {
-            if (f == NF_PAIR && m == M_BF16)
-                continue; /* the pairs take FP8 only */
+            if (f == NF_PAIR && (m == M_BF16 || m == M_DSMLA))
+                continue; /* the pairs take E4M3 only */
             if (g_quick && (f != NF_PORTABLE_16 || m % 2))
                 continue;
             for (int n = 1; n <= 2; n++)
@@ -1714,7 +1715,7 @@ static void check_plan_kernel(const char *test, const struct kernel_case *k, int
 /* MLA_XKERNEL_HOPPER_NARROW: plans the narrow kernel takes succeed (FP8 at
  * a batch the default choice gives the wide kernel), more than 16 rows per
  * KV head (BF16) or 32 (FP8) are refused with NOT_SUPPORTED; the pairs take
- * FP8 with a multiple of 128 query heads per KV head only. */
+ * E4M3 with a multiple of 128 query heads per KV head only. */
 START_TEST(kernel_choice)
 {
     if (!g_hopper) {
@@ -1730,7 +1731,7 @@ START_TEST(kernel_choice)
         {NARROW, 64, M_DSMLA, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
         {NARROW, 128, M_E4M3, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
         {PAIR, 128, M_G128, 64, 4096, MLA_STATUS_SUCCESS},
-        {PAIR, 128, M_DSMLA, 2, 4096, MLA_STATUS_SUCCESS},
+        {PAIR, 128, M_DSMLA, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
         {PAIR, 64, M_E4M3, 64, 4096, MLA_STATUS_NOT_SUPPORTED},
         {PAIR, 128, M_BF16, 64, 4096, MLA_STATUS_NOT_SUPPORTED},
     };
@@ -1834,7 +1835,7 @@ static void build_san_cases(void)
     san_case("E4M3 /32 pairs", 128, 1, 1, M_G32, 128, 0, 6, mixa, "hopper");
     san_case("DS_MLA, pages of 1", 16, 1, 4, M_DSMLA, 1, 1, 6, page1, NULL);
     san_case("DS_MLA wide", 128, 1, 1, M_DSMLA, 128, 0, 6, mixb, "hopper");
-    san_case("DS_MLA pairs, MTP", 128, 1, 2, M_DSMLA, 64, 1, 6, l700, "hopper-pair");
+    san_case("DS_MLA wide, MTP", 128, 1, 2, M_DSMLA, 64, 1, 6, l700, "hopper-wide");
     san_case("BF16, 63 heads a KV head", 126, 2, 3, M_BF16, 16, 1, 6, odd, NULL);
     san_case("E4M3 wide, 63 heads a KV head", 126, 2, 2, M_E4M3, 64, 0, 6, mixc, "hopper");
     san_case("BF16 wide, 63 heads a KV head", 126, 2, 2, M_BF16, 128, 1, 6, mixb, "hopper");

@@ -102,9 +102,9 @@ struct CUstream_st;
  *  - On a CUDA context every call makes the device's primary context
  *    current on the calling thread for its duration, then restores the
  *    thread's previous current context.
- *  - The CPU backend runs each mla_decode() on the calling thread and up
- *    to MLA_CPU_THREADS - 1 worker threads that it starts and joins
- *    within the call.
+ *  - The CPU backend runs each mla_decode() on the calling thread and
+ *    worker threads (as many in all as online processors) that it starts
+ *    and joins within the call.
  */
 
 /* ------------------------------------------------------------------ */
@@ -324,9 +324,15 @@ typedef enum mla_param {
     /** Non-zero: causal attention when q_len > 1, bottom-right aligned
      *  (query i of n sees keys < len - n + 1 + i).  Default 0. */
     MLA_PARAM_CAUSAL = 9,
-    /** Tuning: shared-memory pipeline stages; 0 = automatic.  Default 0. */
+    /** Hint for the portable kernel: shared-memory pipeline stages;
+     *  0 = automatic.  A plan that runs a faster kernel ignores it (it
+     *  never makes a plan give one up); a plan that runs the portable
+     *  kernel fails with ::MLA_STATUS_NOT_SUPPORTED if the device cannot
+     *  run the value.  Default 0. */
     MLA_PARAM_NUM_KV_STAGES = 10,
-    /** Tuning: keys per KV tile, 0 = automatic, else 32 or 64.  Default 0. */
+    /** Hint for the portable kernel: keys per KV tile, 0 = automatic,
+     *  else 32 or 64.  As ::MLA_PARAM_NUM_KV_STAGES, it never makes a
+     *  plan give up a faster kernel.  Default 0. */
     MLA_PARAM_BLOCK_N = 11,
     /** Read-only: bytes of one cache row (one token of one KV head). */
     MLA_PARAM_KV_ROW_BYTES = 12,
@@ -343,7 +349,13 @@ typedef enum mla_param {
      *  ::MLA_KV_FP8_E4M3, in [1e-30, 1e30] and applied as its nearest
      *  fp32 value; must be 1 for ::MLA_KV_BF16 and ::MLA_KV_FP8_DS_MLA.
      *  Default 1. */
-    MLA_PARAM_KV_SCALE = 101
+    MLA_PARAM_KV_SCALE = 101,
+    /** First value of the range reserved for the experimental parameters
+     *  of mla_experimental.h (since 1.1).  What they mean is outside the
+     *  interface this header describes and may change in any release. */
+    MLA_PARAM_EXPERIMENTAL_FIRST = 0x10000,
+    /** Last value of the experimental range. */
+    MLA_PARAM_EXPERIMENTAL_LAST = 0x1ffff
 } mla_param_t;
 
 /**
@@ -459,7 +471,7 @@ typedef struct mla_plan mla_plan_t;
  *         [1e-30, 1e30]);
  *         ::MLA_STATUS_NOT_SUPPORTED for a combination the backend lacks
  *         (h_kv not dividing h_q, a scale block size with a format that
- *         has none, a tuning override the device cannot run);
+ *         has none, a portable-kernel hint the device cannot run);
  *         ::MLA_STATUS_OUT_OF_MEMORY.
  */
 MLA_API mla_status_t mla_plan_create(mla_plan_t **plan, mla_context_t *ctx,

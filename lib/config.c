@@ -1,4 +1,4 @@
-/* config.c - model shape, KV format and tuning parameters.
+/* config.c - model shape, KV format, tuning and experimental parameters.
  * SPDX-License-Identifier: MIT */
 #include <math.h>
 #include <stdlib.h>
@@ -55,8 +55,22 @@ const char *mla__param_name(mla_param_t param)
     case MLA_PARAM_SCALES_PER_ROW: return "MLA_PARAM_SCALES_PER_ROW";
     case MLA_PARAM_SOFTMAX_SCALE: return "MLA_PARAM_SOFTMAX_SCALE";
     case MLA_PARAM_KV_SCALE: return "MLA_PARAM_KV_SCALE";
+    default: break;
+    }
+    /* The experimental parameters are not enumerators of mla_param_t. */
+    switch ((int)param) {
+    case MLA_XPARAM_KERNEL: return "MLA_XPARAM_KERNEL";
+    case MLA_XPARAM_CPU_THREADS: return "MLA_XPARAM_CPU_THREADS";
     }
     return "param";
+}
+
+/* The integer parameters that set_int and get_int take, read-only ones
+ * included. */
+static int is_int_param(mla_param_t p)
+{
+    return (p >= MLA_PARAM_NUM_HEADS && p <= MLA_PARAM_SCALES_PER_ROW) || p == MLA_XPARAM_KERNEL ||
+           p == MLA_XPARAM_CPU_THREADS;
 }
 
 static const char *format_name(int32_t fmt)
@@ -245,6 +259,26 @@ mla_status_t mla_config_set_int(mla_config_t *cfg, mla_param_t param, int64_t va
     case MLA_PARAM_KV_SCALE:
         return mla__error(MLA_STATUS_INVALID_ARGUMENT,
                           "%s is floating-point: use mla_config_set_float", name);
+    default:
+        break;
+    }
+    switch ((int)param) {
+    case MLA_XPARAM_KERNEL:
+        if (value < MLA_XKERNEL_AUTO || value > MLA_XKERNEL_HOPPER_PAIR)
+            return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                              "%s = %lld: want MLA_XKERNEL_AUTO (0), MLA_XKERNEL_PORTABLE (1), "
+                              "MLA_XKERNEL_HOPPER (2), MLA_XKERNEL_HOPPER_WIDE (3), "
+                              "MLA_XKERNEL_HOPPER_NARROW (4) or MLA_XKERNEL_HOPPER_PAIR (5)",
+                              name, (long long)value);
+        s->kernel = (int32_t)value;
+        return MLA_STATUS_SUCCESS;
+    case MLA_XPARAM_CPU_THREADS:
+        if (value < 0 || value > MLA_MAX_CPU_THREADS)
+            return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                              "%s = %lld: want 0 (automatic) or a value in [1, %d]", name,
+                              (long long)value, MLA_MAX_CPU_THREADS);
+        s->cpu_threads = (int32_t)value;
+        return MLA_STATUS_SUCCESS;
     }
     return mla__error(MLA_STATUS_INVALID_ARGUMENT, "param = %d is not an mla_param_t",
                       (int)param);
@@ -279,8 +313,13 @@ mla_status_t mla_config_get_int(const mla_config_t *cfg, mla_param_t param, int6
                           "%s is floating-point: use mla_config_get_float",
                           mla__param_name(param));
     default:
-        return mla__error(MLA_STATUS_INVALID_ARGUMENT, "param = %d is not an mla_param_t",
-                          (int)param);
+        if ((int)param == MLA_XPARAM_KERNEL)
+            v = s->kernel;
+        else if ((int)param == MLA_XPARAM_CPU_THREADS)
+            v = s->cpu_threads;
+        else
+            return mla__error(MLA_STATUS_INVALID_ARGUMENT, "param = %d is not an mla_param_t",
+                              (int)param);
     }
     *value = v;
     return MLA_STATUS_SUCCESS;
@@ -310,7 +349,7 @@ mla_status_t mla_config_set_float(mla_config_t *cfg, mla_param_t param, double v
     default:
         break;
     }
-    if (param >= MLA_PARAM_NUM_HEADS && param <= MLA_PARAM_SCALES_PER_ROW)
+    if (is_int_param(param))
         return mla__error(MLA_STATUS_INVALID_ARGUMENT,
                           "%s is an integer parameter: use mla_config_set_int", name);
     return mla__error(MLA_STATUS_INVALID_ARGUMENT, "param = %d is not an mla_param_t",
@@ -330,7 +369,7 @@ mla_status_t mla_config_get_float(const mla_config_t *cfg, mla_param_t param, do
     default:
         break;
     }
-    if (param >= MLA_PARAM_NUM_HEADS && param <= MLA_PARAM_SCALES_PER_ROW)
+    if (is_int_param(param))
         return mla__error(MLA_STATUS_INVALID_ARGUMENT,
                           "%s is an integer parameter: use mla_config_get_int",
                           mla__param_name(param));

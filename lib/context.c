@@ -5,15 +5,15 @@
 
 #include "internal.h"
 
-/* Worker threads of the CPU backend: MLA_CPU_THREADS, else online cores. */
+/* Threads of a CPU backend decode unless MLA_XPARAM_CPU_THREADS says:
+ * the online processors. */
 static int cpu_threads(void)
 {
-    const char *env = getenv("MLA_CPU_THREADS");
-    long n = env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
     if (n < 1)
         n = 1;
-    if (n > 256)
-        n = 256;
+    if (n > MLA_MAX_CPU_THREADS)
+        n = MLA_MAX_CPU_THREADS;
     return (int)n;
 }
 

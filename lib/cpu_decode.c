@@ -424,7 +424,7 @@ mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_arg
 
     items = job.batch * job.h_kv;
     rows = job.q_len * job.hpk;
-    nthreads = plan->ctx && plan->ctx->cpu_threads > 1 ? plan->ctx->cpu_threads : 1;
+    nthreads = plan->cpu_threads > 1 ? plan->cpu_threads : 1;
     if (nthreads > items)
         nthreads = items;
 

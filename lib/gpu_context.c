@@ -1,6 +1,7 @@
 /*
  * gpu_context.c - bind a CUDA device: retain its primary context, load the
- * embedded fatbins and look up every kernel.
+ * embedded fatbins and look up every kernel, the decode variants of the
+ * table in gpu_variants.c for the device's architecture.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -33,9 +34,6 @@ struct fatbin {
 #define MLA_FB_ENTRY_(name) {#name, mla__fb_##name, &mla__fb_##name##_size},
 static const struct fatbin fatbins[MLA_GPU_NUM_FATBINS] = {MLA_GPU_FATBINS(MLA_FB_ENTRY_)};
 #undef MLA_FB_ENTRY_
-
-/* Kernel name suffixes of the formats, indexed by mla_kv_format_t. */
-static const char *const fmt_names[MLA_GPU_NUM_FORMATS] = {"bf16", "e4m3", "dsmla"};
 
 const char *mla__gpu_archs(void)
 {
@@ -233,52 +231,28 @@ static mla_status_t load_kernels(mla_context_t *ctx)
         (st = need_threads(&g->append, "mla_append", MLA_APPEND_THREADS)))
         return st;
 
+    /* The decode variants for this architecture.  A variant may be left
+     * out of a build; plans that need it are refused with NOT_SUPPORTED,
+     * and the selector never takes one that cannot be resident. */
     int found = 0;
-    for (int f = 0; f < MLA_GPU_NUM_FORMATS; f++) {
-        for (int b = 0; b < MLA_GPU_NUM_BLOCK_N; b++) {
-            struct mla_gpu_kernel *k = &g->decode[f][b];
-            char kname[64];
-            snprintf(kname, sizeof(kname), "mla_decode_%s_n%d", fmt_names[f], b ? 64 : 32);
-            /* A variant may be left out of a build; plans that need it are
-             * refused with NOT_SUPPORTED. */
-            if ((st = get_kernel(ctx, kname, 1, k)) ||
-                (st = need_threads(k, kname, MLA_DECODE_THREADS)))
-                return st;
-            if (!k->fn)
-                continue;
-            found++;
-            if ((st = raise_smem(ctx, k, kname)) != MLA_STATUS_SUCCESS)
-                return st;
-        }
+    for (int v = 0; v < MLA_NUM_VARIANTS; v++) {
+        const struct mla_variant *var = &mla__variants[v];
+        struct mla_gpu_kernel *k = &g->decode[v];
+        if (!mla__arch_runs_on(var->arch, g->cc_major, g->cc_minor))
+            continue; /* other images hold no such kernel (a failed lookup is an API error) */
+        if ((st = get_kernel(ctx, var->symbol, 1, k)) ||
+            (st = need_threads(k, var->symbol, var->threads)))
+            return st;
+        if (!k->fn)
+            continue;
+        if ((st = raise_smem(ctx, k, var->symbol)) != MLA_STATUS_SUCCESS)
+            return st;
+        found += var->layout == MLA_LAYOUT_PORTABLE;
     }
     if (!found)
         return mla__error(MLA_STATUS_INTERNAL_ERROR,
                              "no mla_decode_* kernel in the embedded fatbins");
 
-    /* The wgmma kernels exist in the sm_90a image only. */
-    if (g->cc_major == 9 && g->cc_minor == 0) {
-        static const char *const family[3] = {"decode", "narrow", "pair"};
-        for (int n = 0; n < 3; n++)
-            for (int f = 0; f < MLA_GPU_NUM_FORMATS; f++) {
-                struct mla_gpu_kernel *k = n == 2   ? &g->hopper_pair[f]
-                                           : n == 1 ? &g->hopper_narrow[f]
-                                                    : &g->hopper[f];
-                if (n == 2 && f != MLA_FMT_FP8_E4M3)
-                    continue; /* E4M3 pair only (a failed lookup is an API error) */
-                char kname[64];
-                snprintf(kname, sizeof(kname), "mla_hopper_%s_%s", family[n], fmt_names[f]);
-                if ((st = get_kernel(ctx, kname, 1, k)) ||
-                    (st = need_threads(k, kname, MLA_DECODE_THREADS)))
-                    return st;
-                if (!k->fn)
-                    continue;
-                if ((st = raise_smem(ctx, k, kname)) != MLA_STATUS_SUCCESS)
-                    return st;
-                const uint32_t need = n == 1 ? mla_narrow_smem_bytes(f) : MLA_HOPPER_SMEM_BYTES;
-                if (k->max_dyn_smem < (int)need)
-                    k->fn = NULL; /* cannot be resident: another kernel serves */
-            }
-    }
     return MLA_STATUS_SUCCESS;
 }
 

@@ -57,19 +57,22 @@ _Static_assert(sizeof(CUtensorMap) == sizeof(struct mla_tensor_map),
                "struct mla_tensor_map must hold a CUtensorMap");
 
 /*
- * The tensor maps of the cache for the sm_90a kernel (the views and boxes
- * kernels/mla_params.h describes).  Returns 1 with the maps filled, 0 if
- * this call's cache does not suit them (the portable kernel runs), or -1
- * with *err set if the driver refused an encoding.  Host-only work (no
- * device call, about a microsecond per map).
+ * The tensor maps of the cache for an sm_90a variant (the views and boxes
+ * kernels/mla_params.h describes; map 3, the half tiles, for clusters of
+ * two).  Returns 1 with the maps filled, 0 if this call's buffers do not
+ * suit them (the portable kernel runs), or -1 with *err set if the driver
+ * refused an encoding.  mla_decode() has checked that num_pages >= 1 and
+ * that the cache is 16-byte aligned; the block scales need only be 4-byte
+ * aligned there, and the maps' row coordinate is 32-bit.  Host-only work
+ * (no device call, about a microsecond per map).
  */
 static int hopper_maps(const struct mla_cuda_api *cu, const struct mla_decode_params *p,
-                       int pair, struct mla_hopper_params *hp, CUresult *err)
+                       int cluster, struct mla_hopper_params *hp, CUresult *err)
 {
     const uint64_t rows = (uint64_t)p->num_pages * (uint64_t)p->page_size;
-    if (p->num_pages <= 0 || rows > 0x7fffffffu || (p->kv & 15u))
+    if (rows > 0x7fffffffu)
         return 0;
-    if (p->kv_format == MLA_FMT_FP8_E4M3 && p->scales_per_row > 0 && (p->scales & 15u))
+    if (p->scales_per_row > 0 && (p->scales & 15u))
         return 0;
     const int bf16 = p->kv_format == MLA_FMT_BF16;
     const uint64_t rb = (uint64_t)p->row_bytes;
@@ -87,7 +90,7 @@ static int hopper_maps(const struct mla_cuda_api *cu, const struct mla_decode_pa
     }
     memset(hp->kv_map, 0, sizeof(hp->kv_map));
     for (int i = 0; i < 4; i++) {
-        if (box0[i] == 0 || (i == 3 && !pair))
+        if (box0[i] == 0 || (i == 3 && cluster < 2))
             continue;
         /* Map 3: the pair kernels' half tiles. */
         const cuuint32_t box[3] = {box0[i], 1, i == 3 ? MLA_HOPPER_BLOCK_N / 2 : MLA_HOPPER_BLOCK_N};
@@ -135,34 +138,19 @@ static CUresult queue_schedule(const struct mla_gpu_context *g, const struct mla
 }
 
 /* The decode kernel and mla_combine, both behind what precedes them with
- * PDL.  Context pushed by the caller. */
+ * PDL: the plan's variant with its tensor maps in hp, or the portable
+ * kernel when hp is NULL.  Context pushed by the caller. */
 static CUresult queue_decode(mla_context_t *ctx, const struct mla_gpu_plan *gp,
-                             const struct mla_decode_params *p, CUstream stream,
+                             const struct mla_decode_params *p,
+                             const struct mla_hopper_params *hp, CUstream stream,
                              const char **what)
 {
     struct mla_gpu_context *g = ctx->gpu;
     const struct mla_cuda_api *cu = g->cu;
-    /* 64-byte aligned: the tensor maps inside must be. */
-    struct mla_hopper_params hp;
-    int use_hopper = 0;
-    CUresult r = CUDA_SUCCESS;
-    if (gp->hopper) {
-        use_hopper = hopper_maps(cu, p, gp->hopper_pair, &hp, &r);
-        if (use_hopper < 0) {
-            *what = "cuTensorMapEncodeTiled";
-            return r;
-        }
-        hp.p = *p;
-    }
-    if (use_hopper) {
-        *what = "cuLaunchKernelEx(mla_hopper_decode)";
-        r = launch(cu, gp->hopper->fn, gp->decode_grid, MLA_DECODE_THREADS, gp->hopper_smem,
-                   stream, MLA_GPU_PDL_DECODE, &hp);
-    } else {
-        *what = "cuLaunchKernelEx(mla_decode)";
-        r = launch(cu, gp->decode->fn, gp->decode_grid, MLA_DECODE_THREADS, gp->decode_smem,
-                   stream, MLA_GPU_PDL_DECODE, (void *)p);
-    }
+    const struct mla_gpu_launch *l = hp ? &gp->run : &gp->portable;
+    *what = hp ? "cuLaunchKernelEx(mla_hopper_decode)" : "cuLaunchKernelEx(mla_decode)";
+    CUresult r = launch(cu, l->fn, gp->decode_grid, (unsigned)l->v->threads, l->smem, stream,
+                        MLA_GPU_PDL_DECODE, hp ? (void *)hp : (void *)p);
     if (r == CUDA_SUCCESS) {
         *what = "cuLaunchKernelEx(mla_combine)";
         r = launch(cu, g->combine.fn, gp->combine_grid, MLA_COMBINE_THREADS, 0, stream, 1,
@@ -178,20 +166,25 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a, 
     const struct mla_gpu_plan *gp = plan->gpu;
     if (!g || !gp)
         return mla__error(MLA_STATUS_INTERNAL_ERROR, "plan not initialized");
-    if (gp->hopper_required && (steps & MLA_GPU_STEP_DECODE)) {
-        struct mla_hopper_params probe;
-        CUresult er = CUDA_SUCCESS;
-        const struct mla_decode_params p = call_params(gp, a);
-        const int ok = hopper_maps(g->cu, &p, gp->hopper_pair, &probe, &er);
-        if (ok < 0)
-            return mla__cu_fail(MLA_STATUS_CUDA_ERROR, er, "cuTensorMapEncodeTiled");
-        if (!ok)
-            return mla__error(MLA_STATUS_NOT_SUPPORTED,
-                              "MLA_KERNEL requires an sm_90a kernel, but this call needs the "
-                              "portable kernel (kv or scales not 16-byte aligned, or num_pages "
-                              "* page_size >= 2^31)");
-    }
     const struct mla_decode_params p = call_params(gp, a);
+    /* An sm_90a variant's tensor maps, encoded once, before anything is
+     * queued; without them the call runs the portable kernel, unless
+     * MLA_XPARAM_KERNEL requires the variant. */
+    struct mla_hopper_params hp; /* 64-byte aligned: the tensor maps inside must be */
+    int use_maps = 0;
+    if ((steps & MLA_GPU_STEP_DECODE) && gp->run.v->layout != MLA_LAYOUT_PORTABLE) {
+        CUresult er = CUDA_SUCCESS;
+        use_maps = hopper_maps(g->cu, &p, gp->run.v->cluster, &hp, &er);
+        if (use_maps < 0)
+            return mla__cu_fail(MLA_STATUS_CUDA_ERROR, er, "cuTensorMapEncodeTiled");
+        if (!use_maps && gp->required)
+            return mla__error(MLA_STATUS_NOT_SUPPORTED,
+                              "MLA_XPARAM_KERNEL requires %s, but this call needs the portable "
+                              "kernel (kv_block_scales not 16-byte aligned, or num_pages * "
+                              "page_size >= 2^31)",
+                              gp->run.v->name);
+        hp.p = p;
+    }
     CUstream stream = (CUstream)a->stream;
     mla_status_t st = mla__gpu_push(ctx);
     if (st != MLA_STATUS_SUCCESS)
@@ -201,7 +194,7 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a, 
     if (steps & MLA_GPU_STEP_SCHEDULE)
         r = queue_schedule(g, &p, stream, &what);
     if (r == CUDA_SUCCESS && (steps & MLA_GPU_STEP_DECODE))
-        r = queue_decode(ctx, gp, &p, stream, &what);
+        r = queue_decode(ctx, gp, &p, use_maps ? &hp : NULL, stream, &what);
     mla__gpu_pop(ctx);
     if (r != CUDA_SUCCESS)
         return mla__cu_fail(MLA_STATUS_CUDA_ERROR, r, what);

@@ -1,7 +1,7 @@
 /*
  * gpu_internal.h - private state of the CUDA backend (lib/gpu_*.c): the
  * device binding with its loaded kernels, and the prepared launches of a
- * plan.
+ * plan.  The decode variants and their selection: gpu_variants.h.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -9,6 +9,7 @@
 #define MLA_GPU_INTERNAL_H
 
 #include "cuda_driver.h"
+#include "gpu_variants.h"
 #include "internal.h"
 #include "mla_params.h"
 
@@ -16,10 +17,6 @@
  * kernels/NAME.fatbin). */
 #define MLA_GPU_FATBINS(X) X(schedule) X(decode) X(combine) X(append) X(hopper)
 #define MLA_GPU_NUM_FATBINS 5
-
-/* Decode kernel variants, indexed [format][block_n == 64]. */
-#define MLA_GPU_NUM_FORMATS 3
-#define MLA_GPU_NUM_BLOCK_N 2
 
 struct mla_gpu_kernel {
     CUfunction fn;
@@ -39,28 +36,27 @@ struct mla_gpu_context {
     char name[128];
     CUlibrary lib[MLA_GPU_NUM_FATBINS];
     struct mla_gpu_kernel schedule, combine, append;
-    struct mla_gpu_kernel decode[MLA_GPU_NUM_FORMATS][MLA_GPU_NUM_BLOCK_N];
-    /* sm_90a kernels (kernels/hopper.cu), wide (any row count) and
-     * narrow (at most MLA_NARROW_ROWS rows); fn NULL on other devices. */
-    struct mla_gpu_kernel hopper[MLA_GPU_NUM_FORMATS];
-    struct mla_gpu_kernel hopper_narrow[MLA_GPU_NUM_FORMATS];
-    /* The wide E4M3 kernel as 2-CTA clusters ("pairs"; fn NULL for the
-     * other formats). */
-    struct mla_gpu_kernel hopper_pair[MLA_GPU_NUM_FORMATS];
+    /* The decode variants, indexed by enum mla_variant_id; fn NULL where
+     * the image or the device has none. */
+    struct mla_gpu_kernel decode[MLA_NUM_VARIANTS];
+};
+
+/* A decode variant as a plan launches it. */
+struct mla_gpu_launch {
+    const struct mla_variant *v;
+    CUfunction fn;
+    unsigned int smem; /* dynamic shared memory */
 };
 
 struct mla_gpu_plan {
     struct mla_decode_params p; /* shape, tiling and offsets; pointers per call */
-    const struct mla_gpu_kernel *decode; /* portable kernel (kernels/decode.cu) */
+    struct mla_gpu_launch run;  /* the selected variant */
+    /* The portable variant at the same tiling: run itself, or the kernel
+     * of the calls whose buffers an sm_90a variant's tensor maps cannot
+     * describe. */
+    struct mla_gpu_launch portable;
+    int required; /* MLA_XPARAM_KERNEL forces run: calls it cannot take fail */
     unsigned int decode_grid[3];
-    unsigned int decode_smem;
-    /* The sm_90a kernel when the shape suits it (block_n and stages in p
-     * are then its own, which the portable kernel also accepts: it runs
-     * instead when a call's pointers do not suit the TMA path). */
-    const struct mla_gpu_kernel *hopper;
-    unsigned int hopper_smem; /* its dynamic shared memory */
-    int hopper_pair;      /* it is a pair kernel: the 32-row tensor map too */
-    int hopper_required; /* MLA_KERNEL=hopper: calls it cannot take fail */
     unsigned int combine_grid[3];
 };
 
@@ -69,29 +65,9 @@ struct mla_gpu_plan {
 #define MLA_COMBINE_WARPS (MLA_COMBINE_THREADS / 32)
 #define MLA_APPEND_THREADS 64
 
-/* Kernel family selection from the environment (MLA_KERNEL), read when a
- * plan is created; -1 for an unknown value. */
-#define MLA_GPU_KERNEL_AUTO 0
-#define MLA_GPU_KERNEL_PORTABLE 1
-#define MLA_GPU_KERNEL_HOPPER 2
-#define MLA_GPU_KERNEL_HOPPER_WIDE 3 /* the wide sm_90a kernel only, required */
-#define MLA_GPU_KERNEL_HOPPER_NARROW 4 /* the narrow sm_90a kernel only, required */
-#define MLA_GPU_KERNEL_HOPPER_PAIR 5 /* the 2-CTA wide FP8 kernel only, required */
-int mla__gpu_kernel_choice(void);
-
 /* Make the context's primary context current on this thread (push), and
  * undo it (pop).  A push failure leaves the thread's message. */
 mla_status_t mla__gpu_push(mla_context_t *ctx);
 void mla__gpu_pop(mla_context_t *ctx);
-
-/* Index of a decode variant; -1 for an unknown format or block_n. */
-static inline int mla__gpu_fmt_index(int32_t fmt)
-{
-    return fmt >= 0 && fmt < MLA_GPU_NUM_FORMATS ? fmt : -1;
-}
-static inline int mla__gpu_bn_index(int32_t block_n)
-{
-    return block_n == 32 ? 0 : block_n == 64 ? 1 : -1;
-}
 
 #endif /* MLA_GPU_INTERNAL_H */

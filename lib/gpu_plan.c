@@ -1,6 +1,7 @@
 /*
- * gpu_plan.c - choose the decode kernel, its tiling and split-KV bound for
- * one shape on one device, and lay out the workspace.
+ * gpu_plan.c - size the launches of the decode variant gpu_variants.c
+ * selects for one shape on one device, bound the split-KV schedule, and
+ * lay out the workspace.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -18,229 +19,6 @@
 static size_t align256(size_t x)
 {
     return (x + 255) & ~(size_t)255;
-}
-
-/* Most stages that fit the kernel's dynamic shared memory, capped at
- * MLA_MAX_STAGES; 0 if not even one does. */
-static int max_fitting_stages(const struct mla_gpu_kernel *k, int32_t fmt, int32_t bn,
-                              int32_t spr)
-{
-    int best = 0;
-    for (int s = 1; s <= MLA_MAX_STAGES; s++)
-        if (mla_decode_smem_bytes(fmt, bn, s, spr) <= (uint32_t)k->max_dyn_smem)
-            best = s;
-    return best;
-}
-
-/* Pick (block_n, stages) from the overrides in the shape, or automatically:
- * block_n 64 when it fits, else 32, with the deepest ring that fits the
- * device (on sm_90/sm_100: 2 stages at block_n 64, 4 at 32, see
- * mla_decode_auto_stages()).  NOT_SUPPORTED with a message when nothing
- * fits. */
-static mla_status_t choose_tiling(mla_context_t *ctx, const struct mla_shape *s, int32_t spr,
-                                  int32_t *bn_out, int32_t *stages_out)
-{
-    struct mla_gpu_context *g = ctx->gpu;
-    const int fi = mla__gpu_fmt_index(s->kv_format);
-    static const char *const fnames[] = {"BF16", "FP8_E4M3", "FP8_DS_MLA"};
-    if (fi < 0)
-        return mla__error(MLA_STATUS_NOT_SUPPORTED, "MLA_PARAM_KV_FORMAT = %d has no kernel",
-                          s->kv_format);
-    const int32_t fmt = s->kv_format;
-    const int lo = 1; /* the kernels accept 1..MLA_MAX_STAGES stages */
-    const int32_t cand[2] = {64, 32};
-
-    for (int c = 0; c < 2; c++) {
-        const int32_t bn = cand[c];
-        if (s->block_n && s->block_n != bn)
-            continue;
-        const struct mla_gpu_kernel *k = &g->decode[fi][mla__gpu_bn_index(bn)];
-        if (!k->fn) {
-            if (s->block_n)
-                return mla__error(MLA_STATUS_NOT_SUPPORTED,
-                                  "MLA_PARAM_BLOCK_N = %d for %s is not in this build", bn,
-                                  fnames[fi]);
-            continue;
-        }
-        const int hi = max_fitting_stages(k, fmt, bn, spr);
-        if (s->num_kv_stages) {
-            const int st = s->num_kv_stages;
-            if (st >= lo && st <= MLA_MAX_STAGES &&
-                mla_decode_smem_bytes(fmt, bn, st, spr) <= (uint32_t)k->max_dyn_smem) {
-                *bn_out = bn;
-                *stages_out = st;
-                return MLA_STATUS_SUCCESS;
-            }
-            if (s->block_n || c == 1)
-                return mla__error(MLA_STATUS_NOT_SUPPORTED,
-                    "MLA_PARAM_NUM_KV_STAGES = %d with MLA_PARAM_BLOCK_N = %d for %s needs %u "
-                    "bytes of shared memory; %s allows %d (stages %d..%d accepted)",
-                    st, bn, fnames[fi], mla_decode_smem_bytes(fmt, bn, st, spr), g->name,
-                    k->max_dyn_smem, lo, MLA_MAX_STAGES);
-            continue;
-        }
-        if (hi >= lo) {
-            *bn_out = bn;
-            *stages_out = hi;
-            return MLA_STATUS_SUCCESS;
-        }
-        if (s->block_n)
-            return mla__error(MLA_STATUS_NOT_SUPPORTED,
-                              "MLA_PARAM_BLOCK_N = %d for %s needs %u bytes of shared "
-                              "memory for %d stages; %s allows %d",
-                                 bn, fnames[fi], mla_decode_smem_bytes(fmt, bn, lo, spr), lo,
-                                 g->name, k->max_dyn_smem);
-    }
-    return mla__error(MLA_STATUS_NOT_SUPPORTED,
-                         "no decode kernel for %s fits %s (%d bytes of shared "
-                         "memory per block)",
-                         fnames[fi], g->name, g->smem_optin);
-}
-
-/*
- * Whether the sm_90a kernel serves this shape: it needs pages of at least 64
- * rows (a tile is one TMA box per 64 columns), block_n 64 and 2 stages
- * when those are forced, one KV head when E4M3 has block scales (the
- * tile's scales are then one contiguous copy), and the portable n64
- * kernel with 2 stages as the fallback for calls whose pointers it cannot
- * take.  Returns why not, or NULL.
- */
-static const char *hopper_refusal(const struct mla_gpu_context *g, const struct mla_shape *s,
-                                  int32_t spr)
-{
-    const int fi = mla__gpu_fmt_index(s->kv_format);
-    if (fi < 0 || !g->hopper[fi].fn)
-        return "the device is not sm_90a or the build has no sm_90a kernel";
-    if (s->page_size < MLA_HOPPER_BLOCK_N)
-        return "pages of fewer than 64 rows";
-    if ((s->block_n && s->block_n != MLA_HOPPER_BLOCK_N) ||
-        (s->num_kv_stages && s->num_kv_stages != MLA_HOPPER_STAGES))
-        return "block_n / stages overrides other than 64 / 2";
-    if (s->kv_format == MLA_FMT_FP8_E4M3 && spr > 0 && s->num_kv_heads != 1)
-        return "E4M3 block scales with more than one KV head";
-    const struct mla_gpu_kernel *v1 = &g->decode[fi][mla__gpu_bn_index(MLA_HOPPER_BLOCK_N)];
-    if (!v1->fn || mla_decode_smem_bytes(s->kv_format, MLA_HOPPER_BLOCK_N, MLA_HOPPER_STAGES,
-                                         spr) > (uint32_t)v1->max_dyn_smem)
-        return "no portable block_n 64 kernel to fall back on";
-    return NULL;
-}
-
-/* The index of environment variable `name`'s value in words[0..n), where
- * words[0] also stands for unset or empty; -1 for anything else. */
-static int env_word(const char *name, const char *const *words, int n)
-{
-    const char *env = getenv(name);
-    if (!env || !*env)
-        return 0;
-    for (int i = 0; i < n; i++)
-        if (strcmp(env, words[i]) == 0)
-            return i;
-    return -1;
-}
-
-/* MLA_KERNEL: unset or "auto", "portable", "hopper", "hopper-wide",
- * "hopper-narrow" or "hopper-pair" (required: plans and calls they cannot
- * serve are refused with NOT_SUPPORTED); -1 for anything else. */
-int mla__gpu_kernel_choice(void)
-{
-    static const char *const words[] = {
-        [MLA_GPU_KERNEL_AUTO] = "auto",
-        [MLA_GPU_KERNEL_PORTABLE] = "portable",
-        [MLA_GPU_KERNEL_HOPPER] = "hopper",
-        [MLA_GPU_KERNEL_HOPPER_WIDE] = "hopper-wide",
-        [MLA_GPU_KERNEL_HOPPER_NARROW] = "hopper-narrow",
-        [MLA_GPU_KERNEL_HOPPER_PAIR] = "hopper-pair",
-    };
-    return env_word("MLA_KERNEL", words, (int)(sizeof(words) / sizeof(words[0])));
-}
-
-/* Requests x KV heads from which the narrow FP8 kernel is taken by
- * default: it streams tiles faster than the wide one but a CTA with few
- * tiles finishes later (H200, h16 s4096, E4M3 /128 and DS_MLA: wide 1.10x
- * faster at 1 request and 1.03x at 4, narrow 1.04x faster at 8, 1.2x at
- * 12 and 16; doc/performance.md, Measured reasons). */
-#define MLA_NARROW8_MIN_SEQS 8
-
-/*
- * The sm_90a kernel for this shape, if any: the narrow one when the packed
- * rows per KV head (q_len x heads per KV head) fit its M tiles of 16 rows
- * (one; two for DS_MLA, and for E4M3 without block scales or with 128-dim
- * ones), the image has it for this format and (FP8) the batch has at
- * least MLA_NARROW8_MIN_SEQS sequences of KV heads, else the wide one,
- * for E4M3 with a multiple of 128 rows per KV head in its 2-CTA pair
- * form (*pair set), which converts each tile once for two 64-row M tiles
- * and feeds the seesaw consumers (H200, h128 b132 s8192: /128 808
- * against 844 us, unscaled 778 against 834; b64 s4096 223 against 233).
- * Sets *choice to the MLA_KERNEL reading.
- */
-static mla_status_t choose_hopper(mla_context_t *ctx, const struct mla_shape *s, int32_t spr,
-                                  int32_t batch, int *choice, const struct mla_gpu_kernel **out,
-                                  unsigned *smem, int *pair)
-{
-    struct mla_gpu_context *g = ctx->gpu;
-    *out = NULL;
-    *smem = 0;
-    *pair = 0;
-    *choice = mla__gpu_kernel_choice();
-    if (*choice < 0)
-        return mla__error(MLA_STATUS_INVALID_ARGUMENT,
-                             "MLA_KERNEL=%s (auto, portable, hopper, "
-                             "hopper-wide, hopper-narrow or hopper-pair)",
-                             getenv("MLA_KERNEL"));
-    if (*choice == MLA_GPU_KERNEL_PORTABLE)
-        return MLA_STATUS_SUCCESS;
-    const char *why = hopper_refusal(g, s, spr);
-    const int32_t rows = s->q_len * (s->num_heads / s->num_kv_heads);
-    const struct mla_gpu_kernel *narrow = &g->hopper_narrow[s->kv_format];
-    /* The narrow kernels take M tiles of 16 rows: BF16 one, FP8 up to two
-     * (two MTP tokens at 16 heads, or 32 heads).  By default a second tile
-     * only where each tile costs less than half the wide kernel's time at
-     * 32 rows: E4M3 without block scales or with 128-dim ones, and DS_MLA
-     * (H200, b132 s8192: /128 352 us narrow against 429 wide, none 341
-     * against 427, DS_MLA 351 against 415); the 32/64-dim ones take
-     * 1.3-1.7x the /128 time a tile (doc/performance.md, Measured reasons). */
-    const int32_t narrow_rows = s->kv_format == MLA_FMT_BF16 ? MLA_NARROW_ROWS : 2 * MLA_NARROW_ROWS;
-    const int two_tiles = s->kv_format == MLA_FMT_FP8_DS_MLA ||
-                          (s->kv_format == MLA_FMT_FP8_E4M3 && (spr == 0 || spr == 5));
-    const int32_t auto_rows = two_tiles ? narrow_rows : MLA_NARROW_ROWS;
-    if (!why && *choice == MLA_GPU_KERNEL_HOPPER_NARROW && rows > narrow_rows)
-        why = s->kv_format == MLA_FMT_BF16 ? "more than 16 query rows per KV head"
-                                           : "more than 32 query rows per KV head";
-    if (!why && *choice == MLA_GPU_KERNEL_HOPPER_NARROW && !narrow->fn)
-        why = "no narrow kernel for this format in the image";
-    const int heads_per_kv = s->num_heads / s->num_kv_heads;
-    const int pair_fits = g->hopper_pair[s->kv_format].fn && heads_per_kv % (2 * MLA_BLOCK_M) == 0;
-    if (!why && *choice == MLA_GPU_KERNEL_HOPPER_PAIR && !pair_fits)
-        why = s->kv_format != MLA_FMT_FP8_E4M3 ? "the pair kernel takes E4M3 caches only"
-                                           : "query heads per KV head not a multiple of 128";
-    if (why && *choice != MLA_GPU_KERNEL_AUTO)
-        return mla__error(MLA_STATUS_NOT_SUPPORTED,
-                             "MLA_KERNEL=%s, but the sm_90a kernel does not "
-                             "serve this shape: %s",
-                             getenv("MLA_KERNEL"), why);
-    if (why)
-        return MLA_STATUS_SUCCESS;
-    int take_narrow =
-        narrow->fn && rows <= (*choice == MLA_GPU_KERNEL_HOPPER_NARROW ? narrow_rows : auto_rows);
-    if (*choice == MLA_GPU_KERNEL_HOPPER_WIDE || *choice == MLA_GPU_KERNEL_HOPPER_PAIR)
-        take_narrow = 0;
-    else if (*choice != MLA_GPU_KERNEL_HOPPER_NARROW && s->kv_format != MLA_FMT_BF16 &&
-             (int64_t)batch * s->num_kv_heads < MLA_NARROW8_MIN_SEQS)
-        take_narrow = 0;
-    if (take_narrow) {
-        *out = narrow;
-        *smem = mla_narrow_smem_bytes(s->kv_format);
-    } else if (*choice == MLA_GPU_KERNEL_HOPPER_PAIR ||
-               (pair_fits && *choice != MLA_GPU_KERNEL_HOPPER_WIDE &&
-                s->kv_format == MLA_FMT_FP8_E4M3)) {
-        *out = &g->hopper_pair[s->kv_format];
-        *smem = MLA_HOPPER_SMEM_BYTES;
-        *pair = 1;
-    } else {
-        *out = &g->hopper[s->kv_format];
-        *smem = MLA_HOPPER_SMEM_BYTES;
-    }
-    return MLA_STATUS_SUCCESS;
 }
 
 static int32_t ceil_div(int64_t a, int64_t b)
@@ -288,63 +66,69 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
         return mla__error(MLA_STATUS_INVALID_ARGUMENT,
                           "MLA_PARAM_PAGE_SIZE = %d is not a power of two", s->page_size);
 
-    const int32_t spr = mla__scales_per_row(s);
-    int32_t bn = 0, stages = 0;
-    if ((st = choose_tiling(ctx, s, spr, &bn, &stages)) != MLA_STATUS_SUCCESS)
-        return st;
-    const struct mla_gpu_kernel *hopper = NULL;
-    unsigned hopper_smem = 0;
-    int choice = MLA_GPU_KERNEL_AUTO, pair = 0;
-    if ((st = choose_hopper(ctx, s, spr, plan->batch, &choice, &hopper, &hopper_smem, &pair)) !=
-        MLA_STATUS_SUCCESS)
-        return st;
-    if (hopper) {
-        bn = MLA_HOPPER_BLOCK_N;
-        stages = MLA_HOPPER_STAGES;
-    }
-    const struct mla_gpu_kernel *k = &g->decode[s->kv_format][mla__gpu_bn_index(bn)];
-    const uint32_t smem = mla_decode_smem_bytes(s->kv_format, bn, stages, spr);
+    /* The variant: every loaded one with the dynamic shared memory it may
+     * use. */
+    struct mla_select_in in = {
+        .kv_format = s->kv_format,
+        .scale_mode = mla__scale_mode(s->kv_format, s->scale_block),
+        .scales_per_row = mla__scales_per_row(s),
+        .num_heads = s->num_heads,
+        .num_kv_heads = s->num_kv_heads,
+        .q_len = s->q_len,
+        .page_size = s->page_size,
+        .block_n = s->block_n,
+        .num_kv_stages = s->num_kv_stages,
+        .kernel = s->kernel,
+        .batch = plan->batch,
+        .device = g->name,
+        .smem_optin = g->smem_optin,
+    };
+    for (int v = 0; v < MLA_NUM_VARIANTS; v++)
+        in.smem_limit[v] = g->decode[v].fn ? g->decode[v].max_dyn_smem : -1;
+    struct mla_selection sel;
+    char why[MLA_ERRMSG_LEN];
+    if ((st = mla__select_variant(&in, &sel, why, sizeof(why))) != MLA_STATUS_SUCCESS)
+        return mla__error(st, "%s", why);
+    const struct mla_variant *var = &mla__variants[sel.variant];
+    const struct mla_gpu_kernel *k = &g->decode[sel.variant];
 
     const int32_t batch = plan->batch;
     const int32_t heads_per_kv = s->num_heads / s->num_kv_heads;
     const int32_t rows = s->q_len * heads_per_kv;
-    const int32_t block_m =
-        hopper == &g->hopper_narrow[s->kv_format] ? MLA_NARROW_ROWS : MLA_BLOCK_M;
-    const int32_t m_blocks = ceil_div(rows, block_m);
+    const int32_t m_blocks = ceil_div(rows, var->block_m);
 
-    /* CTAs resident at once, for the scheduler's split choice. */
+    /* Thread blocks resident at once, for the scheduler's split choice. */
     int occ = 1;
     if ((st = mla__gpu_push(ctx)) != MLA_STATUS_SUCCESS)
         return st;
     const char *what = "cuOccupancyMaxActiveBlocksPerMultiprocessor";
-    CUresult r = g->cu->p_cuOccupancyMaxActiveBlocksPerMultiprocessor(
-        &occ, hopper ? hopper->fn : k->fn, MLA_DECODE_THREADS,
-        hopper ? hopper_smem : smem);
-    /* Pairs: the two CTAs of a cluster sit in one GPC, so fewer may be
-     * resident than SMs x occupancy. */
+    CUresult r = g->cu->p_cuOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k->fn, var->threads,
+                                                                      sel.smem);
+    /* Clusters sit in one GPC each, so fewer may be resident than SMs x
+     * occupancy. */
     int target = g->sm_count * occ;
-    if (r == CUDA_SUCCESS && pair) {
+    if (r == CUDA_SUCCESS && var->cluster > 1) {
         CUlaunchConfig cfg;
         int clusters = 0;
         memset(&cfg, 0, sizeof(cfg));
-        cfg.gridDimX = 2;
+        cfg.gridDimX = (unsigned)var->cluster;
         cfg.gridDimY = cfg.gridDimZ = 1;
-        cfg.blockDimX = MLA_DECODE_THREADS;
+        cfg.blockDimX = (unsigned)var->threads;
         cfg.blockDimY = cfg.blockDimZ = 1;
-        cfg.sharedMemBytes = hopper_smem;
+        cfg.sharedMemBytes = sel.smem;
         what = "cuOccupancyMaxActiveClusters";
-        r = g->cu->p_cuOccupancyMaxActiveClusters(&clusters, hopper->fn, &cfg);
-        if (r == CUDA_SUCCESS && clusters > 0 && 2 * clusters < target)
-            target = 2 * clusters;
+        r = g->cu->p_cuOccupancyMaxActiveClusters(&clusters, k->fn, &cfg);
+        if (r == CUDA_SUCCESS && clusters > 0 && var->cluster * clusters < target)
+            target = var->cluster * clusters;
     }
     mla__gpu_pop(ctx);
     if (r != CUDA_SUCCESS)
         return mla__cu_fail(MLA_STATUS_CUDA_ERROR, r, what);
     if (occ < 1)
         return mla__error(MLA_STATUS_NOT_SUPPORTED,
-                             "the decode kernel (MLA_PARAM_BLOCK_N %d, %d stages, %u bytes "
-                             "of shared memory) cannot be resident on %s",
-                             bn, stages, smem, g->name);
+                          "the decode kernel %s (block_n %d, %d stages, %u bytes of shared "
+                          "memory) cannot be resident on %s",
+                          var->name, sel.block_n, sel.stages, sel.smem, g->name);
 
     /* The schedule (kernels/schedule.cu): pieces for greedy dispatch on
      * `parts` slots (groups of m_blocks x h_kv CTAs resident at once), at
@@ -397,7 +181,7 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     p->h_kv = s->num_kv_heads;
     p->heads_per_kv = heads_per_kv;
     p->rows = rows;
-    p->block_m = block_m;
+    p->block_m = var->block_m;
     p->m_blocks = m_blocks;
     p->page_size = s->page_size;
     int shift = 0;
@@ -408,10 +192,10 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     p->kv_format = s->kv_format;
     p->row_bytes = mla__row_bytes(s);
     p->scale_block = s->kv_format == MLA_FMT_FP8_E4M3 ? s->scale_block : 0;
-    p->scales_per_row = spr;
+    p->scales_per_row = in.scales_per_row;
     p->causal = s->causal && s->q_len > 1;
-    p->block_n = bn;
-    p->num_stages = stages;
+    p->block_n = sel.block_n;
+    p->num_stages = sel.stages;
     p->parts = (int32_t)parts;
     p->max_pieces = (int32_t)max_pieces;
     p->partial_slots = (int32_t)slots;
@@ -436,14 +220,10 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     p->out_scale = (float)kv_scale;
     p->plan_tag = schedule_tag(p);
 
-    gp->decode = k;
-    gp->decode_smem = smem;
-    gp->hopper = hopper;
-    gp->hopper_smem = hopper_smem;
-    gp->hopper_pair = pair;
-    gp->hopper_required = choice == MLA_GPU_KERNEL_HOPPER || choice == MLA_GPU_KERNEL_HOPPER_WIDE ||
-                          choice == MLA_GPU_KERNEL_HOPPER_NARROW ||
-                          choice == MLA_GPU_KERNEL_HOPPER_PAIR;
+    gp->run = (struct mla_gpu_launch){var, k->fn, sel.smem};
+    gp->portable = (struct mla_gpu_launch){&mla__variants[sel.portable],
+                                           g->decode[sel.portable].fn, sel.portable_smem};
+    gp->required = sel.required;
     gp->decode_grid[0] = (unsigned)m_blocks;
     gp->decode_grid[1] = (unsigned)s->num_kv_heads;
     gp->decode_grid[2] = (unsigned)max_pieces;

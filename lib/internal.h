@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "mla.h"
+#include "mla_experimental.h"
 
 #define MLA_ERRMSG_LEN 512
 
@@ -39,6 +40,8 @@ struct mla_shape {
     int32_t causal;
     int32_t num_kv_stages; /* 0 = auto */
     int32_t block_n;       /* 0 = auto */
+    int32_t kernel;        /* MLA_XPARAM_KERNEL: an mla_xkernel_t */
+    int32_t cpu_threads;   /* MLA_XPARAM_CPU_THREADS: 0 = auto */
     double softmax_scale;  /* 0 = auto */
     double kv_scale;
 };
@@ -57,7 +60,7 @@ struct mla_context {
     uint32_t magic;
     int device;                  /* ordinal, or MLA_DEVICE_CPU */
     enum mla_backend backend;
-    int cpu_threads;             /* worker threads of the CPU backend */
+    int cpu_threads;             /* CPU backend threads by default: online processors */
     struct mla_gpu_context *gpu; /* NULL on the CPU backend */
 };
 
@@ -70,6 +73,7 @@ struct mla_plan {
     size_t workspace_bytes;
     uint32_t sched_tag;          /* mla_ws_header.plan_tag of this plan's schedules */
     int32_t sched_ctas;          /* scheduler CTAs (flag bytes 1.. in the header) */
+    int cpu_threads;             /* threads of a CPU backend decode */
     struct mla_gpu_plan *gpu;    /* NULL on the CPU backend */
 };
 
@@ -147,10 +151,13 @@ mla_status_t mla__shape_validate(const struct mla_shape *s);
  * of their product, which the GPU kernels apply as one fp32 factor. */
 #define MLA_SCALE_MIN 1e-30
 #define MLA_SCALE_MAX 1e30
+/* Bound of MLA_XPARAM_CPU_THREADS and of the automatic thread count. */
+#define MLA_MAX_CPU_THREADS 256
 /* The product of the effective softmax scale and the KV scale is within
  * those bounds (decode only); leaves a message on failure. */
 mla_status_t mla__scores_validate(const struct mla_shape *s);
-/* MLA_PARAM_NUM_HEADS etc.; "param" for a value that names none. */
+/* MLA_PARAM_NUM_HEADS, MLA_XPARAM_KERNEL etc.; "param" for a value that
+ * names none. */
 const char *mla__param_name(mla_param_t param);
 int32_t mla__row_bytes(const struct mla_shape *s);
 int32_t mla__scales_per_row(const struct mla_shape *s);

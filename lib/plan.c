@@ -82,6 +82,7 @@ mla_status_t mla_plan_create(mla_plan_t **plan, mla_context_t *ctx, const mla_co
         p->workspace_bytes = mla__cpu_workspace_bytes(&p->s, batch, max_seq_len);
         p->sched_tag = mla__cpu_sched_tag(p);
         p->sched_ctas = 1;
+        p->cpu_threads = p->s.cpu_threads ? p->s.cpu_threads : ctx->cpu_threads;
     } else {
         st = mla__gpu_plan_init(p);
         if (st != MLA_STATUS_SUCCESS) {

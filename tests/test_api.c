@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "mla.h"
+#include "mla_experimental.h"
 
 /* ---- version and status ------------------------------------------------ */
 
@@ -166,6 +167,8 @@ START_TEST(config_defaults)
     ck_assert_int_eq(geti(cfg, MLA_PARAM_BLOCK_N), 0);
     ck_assert_int_eq(geti(cfg, MLA_PARAM_KV_ROW_BYTES), 1152);
     ck_assert_int_eq(geti(cfg, MLA_PARAM_SCALES_PER_ROW), 0);
+    ck_assert_int_eq(geti(cfg, MLA_XPARAM_KERNEL), MLA_XKERNEL_AUTO);
+    ck_assert_int_eq(geti(cfg, MLA_XPARAM_CPU_THREADS), 0);
     double d = 0;
     ck_assert_int_eq(mla_config_get_float(cfg, MLA_PARAM_SOFTMAX_SCALE, &d), MLA_STATUS_SUCCESS);
     ck_assert_double_eq_tol(d, 1.0 / sqrt(576.0), 1e-15);
@@ -217,6 +220,13 @@ static const struct int_case int_cases[] = {
     {MLA_PARAM_SOFTMAX_SCALE, 1, MLA_STATUS_INVALID_ARGUMENT},
     {(mla_param_t)0, 1, MLA_STATUS_INVALID_ARGUMENT},
     {(mla_param_t)99, 1, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_XPARAM_KERNEL, MLA_XKERNEL_HOPPER_PAIR, MLA_STATUS_SUCCESS},
+    {MLA_XPARAM_KERNEL, 6, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_XPARAM_KERNEL, -1, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_XPARAM_CPU_THREADS, 256, MLA_STATUS_SUCCESS},
+    {MLA_XPARAM_CPU_THREADS, 257, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_XPARAM_CPU_THREADS, -1, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_PARAM_EXPERIMENTAL_LAST, 0, MLA_STATUS_INVALID_ARGUMENT},
 };
 
 START_TEST(config_set_int_cases)
@@ -712,9 +722,10 @@ END_TEST
 START_TEST(decode_lse_over_seq_lens)
 {
     struct fixture f;
-    setenv("MLA_CPU_THREADS", "1", 1);
     fx_init(&f, 0);
-    unsetenv("MLA_CPU_THREADS");
+    mla_plan_destroy(f.plan);
+    ck_assert_int_eq(mla_config_set_int(f.cfg, MLA_XPARAM_CPU_THREADS, 1), 0);
+    ck_assert_int_eq(mla_plan_create(&f.plan, f.ctx, f.cfg, FX_BATCH, 32), 0);
     float *buf = aligned_alloc(64, 64 * sizeof(float));
     int32_t *lens = (int32_t *)(buf + 4); /* lse[4], lse[5] of request 0 */
     memset(buf, 0x5a, 64 * sizeof(float));
@@ -824,6 +835,80 @@ START_TEST(append_overlaps)
 }
 END_TEST
 
+/* The experimental parameters (mla_experimental.h): every value they take
+ * reads back, others are refused with a message that names them, they
+ * are integers, copies and plans carry them, and the CPU backend runs
+ * with any of them. */
+START_TEST(config_experimental)
+{
+    mla_config_t *cfg = new_config(), *cp = NULL;
+    mla_context_t *ctx = NULL;
+    mla_plan_t *plan = NULL;
+    double d;
+    for (int64_t k = MLA_XKERNEL_AUTO; k <= MLA_XKERNEL_HOPPER_PAIR; k++) {
+        ck_assert_int_eq(mla_config_set_int(cfg, MLA_XPARAM_KERNEL, k), 0);
+        ck_assert_int_eq(geti(cfg, MLA_XPARAM_KERNEL), k);
+    }
+    for (int64_t t = 0; t <= 256; t += 37) {
+        ck_assert_int_eq(mla_config_set_int(cfg, MLA_XPARAM_CPU_THREADS, t), 0);
+        ck_assert_int_eq(geti(cfg, MLA_XPARAM_CPU_THREADS), t);
+    }
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_XPARAM_KERNEL, 6), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg),
+                     "mla_config_set_int: MLA_XPARAM_KERNEL = 6: want MLA_XKERNEL_AUTO (0), "
+                     "MLA_XKERNEL_PORTABLE (1), MLA_XKERNEL_HOPPER (2), MLA_XKERNEL_HOPPER_WIDE (3), "
+                     "MLA_XKERNEL_HOPPER_NARROW (4) or MLA_XKERNEL_HOPPER_PAIR (5)");
+    ck_assert_int_eq(geti(cfg, MLA_XPARAM_KERNEL), MLA_XKERNEL_HOPPER_PAIR);
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_XPARAM_CPU_THREADS, 257),
+                     MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_set_int: MLA_XPARAM_CPU_THREADS = 257: "
+                     "want 0 (automatic) or a value in [1, 256]");
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_XPARAM_CPU_THREADS, -3),
+                     MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(geti(cfg, MLA_XPARAM_CPU_THREADS), 222);
+    ck_assert_int_eq(mla_config_set_float(cfg, MLA_XPARAM_CPU_THREADS, 1),
+                     MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_set_float: MLA_XPARAM_CPU_THREADS is an "
+                     "integer parameter: use mla_config_set_int");
+    ck_assert_int_eq(mla_config_get_float(cfg, MLA_XPARAM_KERNEL, &d), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_get_float: MLA_XPARAM_KERNEL is an "
+                     "integer parameter: use mla_config_get_int");
+    /* A value of the range that names no parameter. */
+    const mla_param_t unused = (mla_param_t)(MLA_PARAM_EXPERIMENTAL_FIRST + 0x100);
+    ck_assert_int_eq(mla_config_set_int(cfg, unused, 0), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(mla_config_last_error(cfg),
+                     "mla_config_set_int: param = 65792 is not an mla_param_t");
+    ck_assert_int_eq(mla_config_copy(&cp, cfg), 0);
+    ck_assert_int_eq(geti(cp, MLA_XPARAM_KERNEL), MLA_XKERNEL_HOPPER_PAIR);
+    ck_assert_int_eq(geti(cp, MLA_XPARAM_CPU_THREADS), 222);
+    mla_config_destroy(cp);
+
+    /* The CPU backend ignores the kernel and runs with 1, 3 or the
+     * automatic number of threads alike. */
+    ck_assert_int_eq(mla_context_create(&ctx, MLA_DEVICE_CPU), 0);
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_NUM_HEADS, FX_HEADS), 0);
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_PARAM_PAGE_SIZE, FX_PAGE), 0);
+    static const int threads[] = {1, 3, 0};
+    uint16_t out[3][FX_BATCH * FX_HEADS * 512];
+    for (int i = 0; i < 3; i++) {
+        struct fixture f;
+        fx_init(&f, 0);
+        ck_assert_int_eq(mla_config_set_int(cfg, MLA_XPARAM_CPU_THREADS, threads[i]), 0);
+        ck_assert_int_eq(mla_plan_create(&plan, ctx, cfg, FX_BATCH, 32), 0);
+        ck_assert_int_eq(mla_decode(plan, f.q, f.kv, NULL, FX_PAGES, f.table, 2, f.lens, f.out,
+                                    NULL, f.ws, f.ws_size, NULL),
+                         MLA_STATUS_SUCCESS);
+        memcpy(out[i], f.out, sizeof(out[i]));
+        mla_plan_destroy(plan);
+        fx_fini(&f);
+    }
+    ck_assert_mem_eq(out[0], out[1], sizeof(out[0]));
+    ck_assert_mem_eq(out[0], out[2], sizeof(out[0]));
+    mla_config_destroy(cfg);
+    mla_context_destroy(ctx);
+}
+END_TEST
+
 /* ---- messages ---------------------------------------------------------------- */
 
 /* Every failure on a handle leaves a message: the function's name, then the
@@ -913,6 +998,7 @@ static Suite *api_suite(void)
     tcase_add_test(tc, config_floats);
     tcase_add_test(tc, config_scale_bounds);
     tcase_add_test(tc, config_copy_and_nulls);
+    tcase_add_test(tc, config_experimental);
     tcase_add_test(tc, plan_args);
     tcase_add_test(tc, decode_args);
     tcase_add_test(tc, schedule_then_decode);

@@ -9,7 +9,7 @@
  *
  * SPDX-License-Identifier: MIT
  */
-#define _POSIX_C_SOURCE 200809L /* setenv, clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <check.h>
 #include <float.h>
 #include <inttypes.h>
@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "mla.h"
+#include "mla_experimental.h"
 #include "rng.h"
 #include "fp8_codec.h"
 
@@ -462,13 +463,9 @@ static mla_config_t *make_config(int h_q, int h_kv, int q_len, int fmt, int g, i
     return cfg;
 }
 
-static mla_context_t *make_cpu_context(int threads)
+static mla_context_t *make_cpu_context(void)
 {
     mla_context_t *ctx;
-    char buf[16];
-    /* The CPU backend's thread count comes from the environment. */
-    snprintf(buf, sizeof buf, "%d", threads);
-    setenv("MLA_CPU_THREADS", buf, 1);
     ST_OK(mla_context_create(&ctx, MLA_DEVICE_CPU));
     return ctx;
 }
@@ -487,7 +484,7 @@ START_TEST(append_roundtrip)
     const int64_t nrows = (int64_t)num_pages * ps * h_kv;
     double kvd = fc.fmt == MLA_KV_FP8_E4M3 ? 0.37 + _i * 0.11 : 1.0; /* E4M3 only */
     float kv = (float)kvd; /* the library applies kv_scale in fp32 */
-    mla_context_t *ctx = make_cpu_context(1);
+    mla_context_t *ctx = make_cpu_context();
     mla_config_t *cfg = make_config(16, h_kv, 1, fc.fmt, fc.g, ps, 0, kvd, 0);
     uint8_t *cache = xalloc((size_t)nrows * rb), *before = xalloc((size_t)nrows * rb);
     float *scales = spr ? xalloc((size_t)nrows * spr * 4) : NULL;
@@ -626,7 +623,7 @@ END_TEST
 /* Without block scales, values past 448 * kv_scale saturate. */
 START_TEST(append_saturation)
 {
-    mla_context_t *ctx = make_cpu_context(1);
+    mla_context_t *ctx = make_cpu_context();
     mla_config_t *cfg = make_config(1, 1, 1, MLA_KV_FP8_E4M3, 0, 1, 0, 0.5, 0);
     uint8_t *cache = xalloc(576);
     uint16_t *lat = xalloc(576 * 2);
@@ -708,7 +705,7 @@ START_TEST(append_edge_blocks)
                                           {MLA_KV_FP8_DS_MLA, 0}};
     const struct fmt_case fc = fcs[_i];
     const float kv = fc.fmt == MLA_KV_FP8_E4M3 ? 0.375f : 1.0f;
-    mla_context_t *ctx = make_cpu_context(1);
+    mla_context_t *ctx = make_cpu_context();
     mla_config_t *cfg = make_config(1, 1, 1, fc.fmt, fc.g, 4, 0, kv, 0);
     uint8_t *cache = xalloc(4 * (size_t)row_bytes_of(fc.fmt));
     float *scales = fc.g ? xalloc(4 * (size_t)spr_of(fc.fmt, fc.g) * 4) : NULL;
@@ -730,7 +727,7 @@ END_TEST
  * built with -ffast-math runs) as without. */
 START_TEST(append_ftz_daz)
 {
-    mla_context_t *ctx = make_cpu_context(1);
+    mla_context_t *ctx = make_cpu_context();
     mla_config_t *cfg = make_config(1, 1, 1, MLA_KV_FP8_E4M3, 32, 4, 0, 0.375, 0);
     uint8_t *a = xalloc(4 * 576), *b = xalloc(4 * 576);
     float *sa = xalloc(4 * 18 * 4), *sb = xalloc(4 * 18 * 4);
@@ -759,7 +756,7 @@ START_TEST(append_out_of_bounds)
     const struct fmt_case fc = FMTS[_i];
     const int ps = 4, num_pages = 3, rb = row_bytes_of(fc.fmt), spr = spr_of(fc.fmt, fc.g);
     const int64_t nrows = num_pages * ps;
-    mla_context_t *ctx = make_cpu_context(2);
+    mla_context_t *ctx = make_cpu_context();
     mla_config_t *cfg =
         make_config(2, 1, 1, fc.fmt, fc.g, ps, 0, fc.fmt == MLA_KV_FP8_E4M3 ? 0.5 : 1.0, 0);
     uint8_t *cache = xalloc((size_t)nrows * rb), *before = xalloc((size_t)nrows * rb);
@@ -924,8 +921,9 @@ static void setup_build(struct dsetup *d, const struct dcase *c, int threads, ui
     sm = rnd_int(3) == 0 ? 0.0 : 0.01 + 0.1 * rnd_unit();
     d->sm_scale = sm > 0 ? sm : 1.0 / sqrt(576.0);
 
-    d->ctx = make_cpu_context(threads);
+    d->ctx = make_cpu_context();
     d->cfg = make_config(c->h_q, c->h_kv, c->q_len, c->fmt, c->g, c->ps, c->causal, kvd, sm);
+    ST_OK(mla_config_set_int(d->cfg, MLA_XPARAM_CPU_THREADS, threads));
     ST_OK(mla_plan_create(&d->plan, d->ctx, d->cfg, c->batch, d->max_seq_len));
     ST_OK(mla_plan_workspace_size(d->plan, &d->ws_bytes));
     d->ws = xalloc(d->ws_bytes);

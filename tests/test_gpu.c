@@ -25,6 +25,7 @@
 #include "../tools/devmem.h"
 #include "fp8_codec.h"
 #include "mla.h"
+#include "mla_experimental.h"
 #include "rng.h"
 
 /* ------------------------------------------------------------------ */
@@ -214,7 +215,7 @@ struct kcase {
     double kv_mul;         /* latent values times this (0 = 1) ... */
     double kv_tail_mul;    /* ... and from half of each length on, times this too */
     int null_stream;       /* decode on the legacy stream */
-    const char *kernel;    /* MLA_KERNEL for the plan; NULL = unset (auto) */
+    const char *kernel;    /* MLA_XPARAM_KERNEL of the plan, by name; NULL = auto */
     /* With may_nan: request may_nan_req's last key holds NaN in V dim
      * may_nan_dim, and the causal rows that do not see it may have NaN
      * there where the reference is finite (mla.h: kernel-dependent). */
@@ -247,10 +248,14 @@ static struct kcase *add_case(int h_q, int h_kv, int q_len, int mode, int page, 
     return c;
 }
 
-static void name_cases(void)
+/* Cases with block_n or stages hints run the portable kernel, the only
+ * one the hints steer; then each case gets its name. */
+static void finish_cases(void)
 {
     for (int i = 0; i < g_ncases; i++) {
         struct kcase *c = &g_cases[i];
+        if ((c->block_n || c->stages) && !c->kernel)
+            c->kernel = "portable";
         int32_t mx = 0;
         for (int b = 0; b < c->batch; b++)
             mx = c->lens[b] > mx ? c->lens[b] : mx;
@@ -303,7 +308,7 @@ static void build_cases(void)
             c = add_case(128, 1, 1, M_G128, 64, 0, 7, lens_mix7);
             c->kernel = "hopper-pair";
         }
-        name_cases();
+        finish_cases();
         return;
     }
 
@@ -379,7 +384,7 @@ static void build_cases(void)
         add_case(16, 1, 1, m, 64, 0, 1, ones);
     add_case(128, 1, 4, M_G64, 64, 1, 1, ones);
 
-    /* The sm_90a kernel, required (MLA_KERNEL=hopper: a shape it does not
+    /* The sm_90a kernel, required (MLA_XKERNEL_HOPPER: a shape it does not
      * take fails instead of falling back), and every third case again on
      * the portable kernel at the same page size. */
     if (g_hopper) {
@@ -532,7 +537,7 @@ static void build_cases(void)
     c = add_case(16, 1, 2, M_DSMLA, 64, 1, 7, lens_mix7);
     c->block_n = 64;
     c->stages = 1;
-    name_cases();
+    finish_cases();
 }
 
 /* ------------------------------------------------------------------ */
@@ -893,21 +898,39 @@ static long check_against_cpu(const struct prob *p, const int32_t *lens, int max
     return fails;
 }
 
-/* Plan on the GPU, with the case's MLA_KERNEL (read at plan creation
- * only); NULL (after a note) when an explicit tuning override is refused
- * as not supported, which is allowed behaviour. */
+/* The MLA_XPARAM_KERNEL value of a kernel's name; NULL is auto. */
+static int64_t kernel_value(const char *name)
+{
+    static const char *const names[] = {
+        [MLA_XKERNEL_AUTO] = "auto",
+        [MLA_XKERNEL_PORTABLE] = "portable",
+        [MLA_XKERNEL_HOPPER] = "hopper",
+        [MLA_XKERNEL_HOPPER_WIDE] = "hopper-wide",
+        [MLA_XKERNEL_HOPPER_NARROW] = "hopper-narrow",
+        [MLA_XKERNEL_HOPPER_PAIR] = "hopper-pair",
+    };
+    if (!name)
+        return MLA_XKERNEL_AUTO;
+    for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    REQUIRE(0, "unknown kernel name %s", name);
+    return MLA_XKERNEL_AUTO;
+}
+
+/* Plan on the GPU, with the case's kernel; NULL (after a note) when a
+ * block_n or stages hint is refused as not supported, which is allowed
+ * behaviour. */
 static mla_plan_t *gpu_plan(const struct prob *p, int max_seq_len)
 {
     const struct kcase *c = p->c;
     mla_plan_t *plan = NULL;
-    if (c->kernel)
-        setenv("MLA_KERNEL", c->kernel, 1);
-    else
-        unsetenv("MLA_KERNEL");
+    REQUIRE(mla_config_set_int(p->cfg, MLA_XPARAM_KERNEL, kernel_value(c->kernel)) ==
+                MLA_STATUS_SUCCESS,
+            "%s: MLA_XPARAM_KERNEL: %s", c->name, mla_config_last_error(p->cfg));
     mla_status_t st = mla_plan_create(&plan, g_gpu, p->cfg, c->batch, max_seq_len);
-    unsetenv("MLA_KERNEL");
     if (st == MLA_STATUS_NOT_SUPPORTED && (c->block_n || c->stages)) {
-        printf("note   %s: tuning override refused: %s\n", c->name, mla_context_last_error(g_gpu));
+        printf("note   %s: hint refused: %s\n", c->name, mla_context_last_error(g_gpu));
         return NULL;
     }
     REQUIRE(st == MLA_STATUS_SUCCESS, "%s: mla_plan_create -> %s: %s", c->name,
@@ -1034,8 +1057,8 @@ static void build_nf_cases(void)
         if (f >= NF_NARROW && !g_hopper)
             continue;
         for (int m = 0; m < NMODES; m++) {
-            if (f == NF_PAIR && m != M_E4M3 && m != M_G32 && m != M_G64 && m != M_G128)
-                continue; /* the pair takes E4M3 only */
+            if (f == NF_PAIR && (m == M_BF16 || m == M_DSMLA))
+                continue; /* the pairs take E4M3 only */
             if (g_quick && (f != NF_PORTABLE_16 || m % 2))
                 continue;
             for (int n = 1; n <= 2; n++)
@@ -1674,31 +1697,26 @@ START_TEST(append_bytes)
 }
 END_TEST
 
-/* MLA_KERNEL=hopper-narrow: plans the narrow kernel takes succeed (FP8 at
- * a batch the default choice gives the wide kernel), more than 16 rows per
- * KV head (BF16) or 32 (FP8), or E4M3 with two KV heads, are refused with
- * NOT_SUPPORTED; an unknown value is INVALID_ARGUMENT. */
-/* A plan created with the environment variable var set to val: its
- * status must be want (the variables are read at plan creation only). */
-struct env_case {
-    const char *var, *val;
-    int h_q, mode, batch, max_len;
+/* A plan created with MLA_XPARAM_KERNEL set to kernel: its status must be
+ * want. */
+struct kernel_case {
+    int kernel, h_q, mode, batch, max_len;
     mla_status_t want;
 };
 
-static void check_plan_env(const char *test, const struct env_case *k, int n, int h_kv)
+static void check_plan_kernel(const char *test, const struct kernel_case *k, int n, int h_kv)
 {
     for (int i = 0; i < n; i++) {
         mla_config_t *cfg = make_cfg(k[i].h_q, h_kv, 1, &modes[k[i].mode], 64, 0, 0, 0, 0.0);
         mla_plan_t *plan = NULL;
-        setenv(k[i].var, k[i].val, 1);
+        REQUIRE(mla_config_set_int(cfg, MLA_XPARAM_KERNEL, k[i].kernel) == MLA_STATUS_SUCCESS,
+                "MLA_XPARAM_KERNEL = %d: %s", k[i].kernel, mla_config_last_error(cfg));
         const mla_status_t st = mla_plan_create(&plan, g_gpu, cfg, k[i].batch, k[i].max_len);
-        unsetenv(k[i].var);
         mla_plan_destroy(plan);
-        printf("%-6s %s %s=%s h%d/%d %s b%d s%d: %s\n", st == k[i].want ? "ok" : "FAIL", test,
-               k[i].var, k[i].val, k[i].h_q, h_kv, modes[k[i].mode].name, k[i].batch,
-               k[i].max_len, mla_status_string(st));
-        REQUIRE(st == k[i].want, "%s=%s h%d/%d %s b%d s%d: %s, want %s", k[i].var, k[i].val,
+        printf("%-6s %s kernel %d h%d/%d %s b%d s%d: %s\n", st == k[i].want ? "ok" : "FAIL", test,
+               k[i].kernel, k[i].h_q, h_kv, modes[k[i].mode].name, k[i].batch, k[i].max_len,
+               mla_status_string(st));
+        REQUIRE(st == k[i].want, "kernel %d h%d/%d %s b%d s%d: %s, want %s", k[i].kernel,
                 k[i].h_q, h_kv, modes[k[i].mode].name, k[i].batch, k[i].max_len,
                 mla_status_string(st), mla_status_string(k[i].want));
         REQUIRE(plan == NULL || st == MLA_STATUS_SUCCESS, "a refused plan was returned");
@@ -1706,37 +1724,54 @@ static void check_plan_env(const char *test, const struct env_case *k, int n, in
     }
 }
 
+/* MLA_XKERNEL_HOPPER_NARROW: plans the narrow kernel takes succeed (FP8 at
+ * a batch the default choice gives the wide kernel), more than 16 rows per
+ * KV head (BF16) or 32 (FP8) are refused with NOT_SUPPORTED; the pairs take
+ * E4M3 with a multiple of 128 query heads per KV head only. */
 START_TEST(kernel_choice)
 {
     if (!g_hopper) {
         printf("skip   kernel_choice: no sm_90a kernel on this device\n");
         return;
     }
-    static const struct env_case k[] = {
-        {"MLA_KERNEL", "hopper-narrow", 16, M_G128, 2, 4096, MLA_STATUS_SUCCESS},
-        {"MLA_KERNEL", "hopper-narrow", 16, M_DSMLA, 2, 4096, MLA_STATUS_SUCCESS},
-        {"MLA_KERNEL", "hopper-narrow", 32, M_BF16, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
-        {"MLA_KERNEL", "hopper-narrow", 32, M_G128, 2, 4096, MLA_STATUS_SUCCESS},
-        {"MLA_KERNEL", "hopper-narrow", 64, M_DSMLA, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
-        {"MLA_KERNEL", "hopper-narrow", 128, M_E4M3, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
-        {"MLA_KERNEL", "hopper-nonesuch", 16, M_BF16, 2, 4096, MLA_STATUS_INVALID_ARGUMENT},
-        /* The 2-CTA pair: E4M3 with a multiple of 128 rows per KV head. */
-        {"MLA_KERNEL", "hopper-pair", 128, M_G128, 64, 4096, MLA_STATUS_SUCCESS},
-        {"MLA_KERNEL", "hopper-pair", 128, M_DSMLA, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
-        {"MLA_KERNEL", "hopper-pair", 64, M_E4M3, 64, 4096, MLA_STATUS_NOT_SUPPORTED},
-        {"MLA_KERNEL", "hopper-pair", 128, M_BF16, 64, 4096, MLA_STATUS_NOT_SUPPORTED},
+    enum { NARROW = MLA_XKERNEL_HOPPER_NARROW, PAIR = MLA_XKERNEL_HOPPER_PAIR };
+    static const struct kernel_case k[] = {
+        {NARROW, 16, M_G128, 2, 4096, MLA_STATUS_SUCCESS},
+        {NARROW, 16, M_DSMLA, 2, 4096, MLA_STATUS_SUCCESS},
+        {NARROW, 32, M_BF16, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {NARROW, 32, M_G128, 2, 4096, MLA_STATUS_SUCCESS},
+        {NARROW, 64, M_DSMLA, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {NARROW, 128, M_E4M3, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {PAIR, 128, M_G128, 64, 4096, MLA_STATUS_SUCCESS},
+        {PAIR, 128, M_DSMLA, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {PAIR, 64, M_E4M3, 64, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {PAIR, 128, M_BF16, 64, 4096, MLA_STATUS_NOT_SUPPORTED},
     };
-    check_plan_env("kernel_choice", k, (int)(sizeof(k) / sizeof(k[0])), 1);
+    check_plan_kernel("kernel_choice", k, (int)(sizeof(k) / sizeof(k[0])), 1);
     /* Two KV heads, 16 rows each: every narrow kernel takes them (FP8 with
      * one copy per row). */
-    static const struct env_case k2[] = {
-        {"MLA_KERNEL", "hopper-narrow", 32, M_E4M3, 2, 4096, MLA_STATUS_SUCCESS},
-        {"MLA_KERNEL", "hopper-narrow", 32, M_DSMLA, 2, 4096, MLA_STATUS_SUCCESS},
-        {"MLA_KERNEL", "hopper-narrow", 32, M_BF16, 2, 4096, MLA_STATUS_SUCCESS},
-        {"MLA_KERNEL", "hopper", 32, M_E4M3, 64, 4096, MLA_STATUS_SUCCESS},
-        {"MLA_KERNEL", "hopper", 32, M_DSMLA, 64, 4096, MLA_STATUS_SUCCESS},
+    static const struct kernel_case k2[] = {
+        {NARROW, 32, M_E4M3, 2, 4096, MLA_STATUS_SUCCESS},
+        {NARROW, 32, M_DSMLA, 2, 4096, MLA_STATUS_SUCCESS},
+        {NARROW, 32, M_BF16, 2, 4096, MLA_STATUS_SUCCESS},
+        {MLA_XKERNEL_HOPPER, 32, M_E4M3, 64, 4096, MLA_STATUS_SUCCESS},
+        {MLA_XKERNEL_HOPPER, 32, M_DSMLA, 64, 4096, MLA_STATUS_SUCCESS},
     };
-    check_plan_env("kernel_choice", k2, (int)(sizeof(k2) / sizeof(k2[0])), 2);
+    check_plan_kernel("kernel_choice", k2, (int)(sizeof(k2) / sizeof(k2[0])), 2);
+    /* The block_n and stages hints never turn the sm_90a kernel off, even
+     * values the portable kernel cannot run. */
+    static const int hints[][2] = {{32, 4}, {64, 1}, {64, 4}};
+    for (int i = 0; i < 3; i++) {
+        mla_config_t *cfg =
+            make_cfg(64, 1, 1, &modes[M_E4M3], 64, 0, hints[i][0], hints[i][1], 0.0);
+        mla_plan_t *plan = NULL;
+        REQUIRE(mla_config_set_int(cfg, MLA_XPARAM_KERNEL, MLA_XKERNEL_HOPPER) == 0, "kernel");
+        const mla_status_t st = mla_plan_create(&plan, g_gpu, cfg, 2, 4096);
+        mla_plan_destroy(plan);
+        REQUIRE(st == MLA_STATUS_SUCCESS, "hints block_n %d stages %d: %s", hints[i][0],
+                hints[i][1], mla_context_last_error(g_gpu));
+        arena_reset();
+    }
 }
 END_TEST
 

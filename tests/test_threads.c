@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "mla.h"
+#include "mla_experimental.h"
 
 enum { HEADS = 16, BATCH = 2, PAGES = 4, PAGE = 16, THREADS = 4 };
 
@@ -33,10 +34,10 @@ struct bufs {
 
 static void setup(void)
 {
-    setenv("MLA_CPU_THREADS", "2", 1); /* worker threads inside each decode too */
     ck_assert_int_eq(mla_context_create(&g_ctx, MLA_DEVICE_CPU), 0);
-    unsetenv("MLA_CPU_THREADS");
     ck_assert_int_eq(mla_config_create(&g_cfg), 0);
+    /* Worker threads inside each decode too. */
+    ck_assert_int_eq(mla_config_set_int(g_cfg, MLA_XPARAM_CPU_THREADS, 2), 0);
     ck_assert_int_eq(mla_config_set_int(g_cfg, MLA_PARAM_NUM_HEADS, HEADS), 0);
     ck_assert_int_eq(mla_config_set_int(g_cfg, MLA_PARAM_PAGE_SIZE, PAGE), 0);
     ck_assert_int_eq(mla_plan_create(&g_plan, g_ctx, g_cfg, BATCH, 2 * PAGE), 0);

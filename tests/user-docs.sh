@@ -1,9 +1,10 @@
 #!/bin/sh
-# user-docs.sh - the README and the manual pages speak to users: they name
-# none of the development overrides (doc/internals.md), use no kernel-
-# engineering terms (doc/design.md), and the README states no speed of its
-# own but points to doc/performance.md, where speed is a ratio against
-# FlashMLA measured in the same run.
+# user-docs.sh - the README and the manual pages speak to users: they tune
+# nothing through the environment (libmla reads none; experimental settings
+# are parameters, mla_experimental(3)), use no kernel-engineering terms
+# (doc/design.md), and the README states no speed of its own but points to
+# doc/performance.md, where speed is a ratio against FlashMLA measured in the
+# same run.
 # SPDX-License-Identifier: MIT
 top_srcdir=${top_srcdir:-.}
 readme=$top_srcdir/README.md
@@ -15,7 +16,11 @@ for f in "$@"; do
     [ -r "$f" ] || { echo "FAIL: cannot read $f"; exit 1; }
 done
 
-overrides='MLA_KERNEL|MLA_CPU_THREADS'
+# The variables libmla once read, an MLA_ variable set on a command line or
+# named with .Ev (which is for the CUDA driver's), setenv and getenv; and,
+# whatever the case, any "environment variable".
+envtune='MLA_KERNEL|MLA_CPU_THREADS|(^|[^A-Za-z0-9_])MLA_[A-Z0-9_]+=|\.Ev +MLA_|[gs]etenv'
+envword='environment variables?'
 jargon='wgmma|mma\.sync|(^|[^A-Za-z])TMA([^A-Za-z]|$)|warpgroup|seesaw|mbarrier|setmaxnreg|(^|[^A-Za-z])CTAs?([^A-Za-z]|$)'
 speed='[0-9][0-9.,]*[ -]?(us|µs|ms|TB/s|GB/s|TFLOP/s)([^A-Za-z]|$)|[0-9.]+x (faster|slower)'
 
@@ -28,7 +33,8 @@ bad() {
     fail "${2#"$top_srcdir"/} $4"
 }
 for f in "$@"; do
-    bad -s "$f" "$overrides" "names a development override (they belong in doc/internals.md)"
+    bad -s "$f" "$envtune" "tunes through the environment (experimental settings are parameters: mla_experimental(3))"
+    bad -i "$f" "$envword" "speaks of environment variables (libmla reads none; ENVIRONMENT lists the CUDA driver's)"
     bad -s "$f" "$jargon" "uses kernel-engineering terms (they belong in doc/design.md)"
 done
 bad -i "$readme" "$speed" "states a speed; speed is reported in doc/performance.md, against FlashMLA"

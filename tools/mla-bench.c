@@ -112,8 +112,7 @@ static void print_preamble(const struct opts *o, const struct meta *m, const str
            "%%copy: over the copy ceiling (bytes read + written); %%mma: TFLOP/s over the MMA "
            "ceiling\n");
     if (m->gpu) {
-        const char *k = getenv("MLA_KERNEL");
-        printf("# kernel family: MLA_KERNEL=%s\n", k && *k ? k : "auto (unset)");
+        printf("# kernel family: --kernel %s\n", bench_kernel_names[bench_kernel]);
     }
     print_time_line(o, m);
     printf("# seed %llu; %d shapes\n", (unsigned long long)o->seed, n);

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "mla.h"
+#include "mla_experimental.h"
 
 /* ---- input ---------------------------------------------------------------- */
 
@@ -88,7 +89,10 @@ static double pick_double(struct in *in)
 
 static mla_param_t pick_param(struct in *in)
 {
-    static const int v[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 100, 101, 0, 14, 99, 102, -1};
+    /* 0x10000: MLA_XPARAM_KERNEL (the CPU backend ignores it); not
+     * MLA_XPARAM_CPU_THREADS, which stays 1. */
+    static const int v[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 100, 101, 0, 14, 99, 102,
+                            -1, 0x10000, 0x10002};
     unsigned k = U8(in);
     return (mla_param_t)(k < 240 ? v[k % (sizeof v / sizeof v[0])] : (int)U32(in));
 }
@@ -349,7 +353,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    setenv("MLA_CPU_THREADS", "1", 1); /* one thread per decode: fast and deterministic */
     g_verbose = getenv("MLA_FUZZ_VERBOSE") && atoi(getenv("MLA_FUZZ_VERBOSE")) > 0;
     if (mla_context_create(&g_ctx, MLA_DEVICE_CPU) != MLA_STATUS_SUCCESS)
         abort();
@@ -366,6 +369,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     mla_config_t *cfg = NULL, *copy = NULL;
     mla_status_t st = mla_config_create(&cfg);
     check(st == MLA_STATUS_SUCCESS && cfg, "config create");
+    /* One thread per decode: fast and deterministic. */
+    st = mla_config_set_int(cfg, MLA_XPARAM_CPU_THREADS, 1);
+    check(st == MLA_STATUS_SUCCESS, "MLA_XPARAM_CPU_THREADS");
     for (int step = 0; step < 24 && in.n; step++) {
         switch (U8(&in) % 8) {
         case 0:

@@ -181,4 +181,9 @@ int write_json(const char *path, const struct bench *B, const struct shape *sh, 
 int write_csv(const char *path, const struct bench *B, const struct shape *sh, int n);
 int write_svg(const char *path, const struct bench *B, const struct shape *sh, int n);
 
+/* --kernel: the MLA_XPARAM_KERNEL of every plan (mla_experimental.h),
+ * and the names it takes, indexed by its values. */
+extern int bench_kernel;
+extern const char *const bench_kernel_names[6];
+
 #endif /* MLA_BENCH_H */

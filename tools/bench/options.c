@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "mla_experimental.h"
 
 static void usage(FILE *f)
 {
@@ -42,6 +43,8 @@ static void usage(FILE *f)
             "other:\n"
             "  --cpu              use the CPU backend even if a GPU is present\n"
             "  --device N         CUDA device ordinal (0)\n"
+            "  --kernel NAME      auto | portable | hopper | hopper-wide | hopper-narrow |\n"
+            "                     hopper-pair (auto; experimental)\n"
             "  --threads N        host threads generating caches (online cores)\n"
             "  --seed N           random seed (time)\n"
             "  --corrupt-check    alter one output before each check (tests the guard)\n"
@@ -274,7 +277,7 @@ char *join_args(int argc, char **argv)
 enum {
     O_PRESET = 256, O_FORMAT, O_BLOCK, O_BATCH, O_SEQ, O_VARLEN, O_LENS, O_QLEN, O_HEADS, O_KVH,
     O_PAGE, O_CAUSAL, O_LAYERS, O_ITERS, O_WARMUP, O_CHECK, O_L2, O_MMA, O_NOCEIL, O_JSON,
-    O_CSV, O_SVG, O_CPU, O_DEVICE, O_THREADS, O_SEED, O_CORRUPT, O_HELP, O_VERSION
+    O_CSV, O_SVG, O_CPU, O_DEVICE, O_THREADS, O_SEED, O_CORRUPT, O_HELP, O_VERSION, O_KERNEL
 };
 
 static const struct option long_opts[] = {
@@ -287,7 +290,18 @@ static const struct option long_opts[] = {
     {"no-ceilings", 0, 0, O_NOCEIL}, {"json", 1, 0, O_JSON}, {"csv", 1, 0, O_CSV},
     {"svg", 1, 0, O_SVG}, {"cpu", 0, 0, O_CPU}, {"device", 1, 0, O_DEVICE},
     {"threads", 1, 0, O_THREADS}, {"seed", 1, 0, O_SEED}, {"corrupt-check", 0, 0, O_CORRUPT},
-    {"help", 0, 0, O_HELP}, {"version", 0, 0, O_VERSION}, {0, 0, 0, 0}};
+    {"help", 0, 0, O_HELP}, {"version", 0, 0, O_VERSION}, {"kernel", 1, 0, O_KERNEL},
+    {0, 0, 0, 0}};
+
+int bench_kernel = MLA_XKERNEL_AUTO;
+const char *const bench_kernel_names[6] = {
+    [MLA_XKERNEL_AUTO] = "auto",
+    [MLA_XKERNEL_PORTABLE] = "portable",
+    [MLA_XKERNEL_HOPPER] = "hopper",
+    [MLA_XKERNEL_HOPPER_WIDE] = "hopper-wide",
+    [MLA_XKERNEL_HOPPER_NARROW] = "hopper-narrow",
+    [MLA_XKERNEL_HOPPER_PAIR] = "hopper-pair",
+};
 
 /* Take one option; exit after --help, --version or a bad option. */
 static void take_option(struct opts *o, int c, const char *arg)
@@ -318,6 +332,15 @@ static void take_option(struct opts *o, int c, const char *arg)
     case O_CPU: o->cpu = 1; break;
     case O_CORRUPT: o->corrupt = 1; break;
     case O_DEVICE: o->device = parse_int(arg, "device", 0, 1023); break;
+    case O_KERNEL:
+        bench_kernel = -1;
+        for (int k = 0; k < 6; k++)
+            if (strcmp(arg, bench_kernel_names[k]) == 0)
+                bench_kernel = k;
+        if (bench_kernel < 0)
+            bad_arg("kernel", arg,
+                    "auto, portable, hopper, hopper-wide, hopper-narrow or hopper-pair");
+        break;
     case O_THREADS: o->threads = parse_int(arg, "threads", 1, 1024); break;
     case O_SEED: {
         char *end;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "mla_experimental.h"
 
 mla_config_t *shape_config(const struct shape *sh, int heads, char *err, size_t errlen)
 {
@@ -26,6 +27,7 @@ mla_config_t *shape_config(const struct shape *sh, int heads, char *err, size_t 
         {MLA_PARAM_PAGE_SIZE, sh->page, "page size"},
         {MLA_PARAM_KV_FORMAT, sh->format, "format"},
         {MLA_PARAM_SCALE_BLOCK_SIZE, sh->block, "scale block"},
+        {MLA_XPARAM_KERNEL, bench_kernel, "kernel"},
     };
     for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++) {
         if (mla_config_set_int(cfg, set[i].p, set[i].v)) {

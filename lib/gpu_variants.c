@@ -1,0 +1,345 @@
+/*
+ * gpu_variants.c - the table of decode kernel variants and the selector
+ * that picks one for a plan (gpu_variants.h).  The whole choice is here:
+ * the plan (gpu_plan.c) sizes the launch from the selection, the context
+ * (gpu_context.c) loads the table's symbols, a call (gpu_decode.c) falls
+ * back to the selection's portable variant only where the tensor maps
+ * cannot describe its buffers.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <stdio.h>
+
+#include "gpu_variants.h"
+#include "mla_experimental.h"
+#include "mla_params.h"
+
+#define E4M3_MODES                                                                        \
+    (MLA_SM(MLA_SCALES_NONE) | MLA_SM(MLA_SCALES_G128) | MLA_SM(MLA_SCALES_G64) |        \
+     MLA_SM(MLA_SCALES_G32))
+/* E4M3 block scales in their own array: a tile's scales are one contiguous
+ * copy only with one KV head. */
+#define E4M3_BLOCK_SCALED (MLA_SM(MLA_SCALES_G128) | MLA_SM(MLA_SCALES_G64) | MLA_SM(MLA_SCALES_G32))
+#define BF16_MODES MLA_SM(MLA_SCALES_NONE)
+#define DSMLA_MODES MLA_SM(MLA_SCALES_IN_ROW)
+
+/* Requests x KV heads from which the narrow FP8 kernels are taken by
+ * default: they stream tiles faster than the wide one but a thread block
+ * with few tiles finishes later (H200, h16 s4096, E4M3 /128 and DS_MLA:
+ * wide 1.10x faster at 1 request and 1.03x at 4, narrow 1.04x faster at
+ * 8, 1.2x at 12 and 16; doc/performance.md, Measured reasons). */
+#define MLA_NARROW8_MIN_SEQS 8
+
+/* The portable kernels (kernels/decode.cu): any shape, any device. */
+#define PORTABLE(fmt, sfx, modes, bn)                                                       \
+    {.name = "portable-" sfx "-n" #bn, .symbol = "mla_decode_" sfx "_n" #bn,               \
+     .family = MLA_XKERNEL_PORTABLE, .format = (fmt), .scale_modes = (modes),              \
+     .arch = MLA_ARCH_ANY, .min_page = 1, .heads_multiple = 1,                              \
+     .threads = MLA_DECODE_THREADS, .layout = MLA_LAYOUT_PORTABLE, .cluster = 1,            \
+     .block_m = MLA_BLOCK_M, .block_n = (bn)}
+
+/* The sm_90a kernels (kernels/hopper.cu): a tile is 64 consecutive rows of
+ * one page (one tensor-map box per 64 columns), so pages of at least 64;
+ * their tiling is the portable n64 kernel's with 2 stages, which serves
+ * the calls whose buffers the tensor maps cannot describe. */
+#define HOPPER(fmt, fam, sfx, modes)                                                        \
+    .name = "hopper-" #fam "-" sfx, .format = (fmt), .scale_modes = (modes),                \
+    .one_kv_head_modes = (fmt) == MLA_FMT_FP8_E4M3 ? E4M3_BLOCK_SCALED : 0u,               \
+    .arch = MLA_ARCH_SM90A, .min_page = MLA_HOPPER_BLOCK_N, .threads = MLA_DECODE_THREADS,  \
+    .block_n = MLA_HOPPER_BLOCK_N, .stages = MLA_HOPPER_STAGES
+
+const struct mla_variant mla__variants[MLA_NUM_VARIANTS] = {
+    /* Narrow: M tiles of 16 query rows, BF16 one, FP8 up to two (two MTP
+     * tokens at 16 heads, or 32 heads).  By default a second tile only
+     * where each tile costs less than half the wide kernel's time at 32
+     * rows: E4M3 without block scales or with 128-channel ones, and DS_MLA
+     * (H200, b132 s8192: /128 352 us narrow against 429 wide, none 341
+     * against 427, DS_MLA 351 against 415); 32- and 64-channel blocks take
+     * 1.3-1.7x the /128 time a tile (doc/performance.md, Measured reasons). */
+    [MLA_V_NARROW_BF16] = {HOPPER(MLA_FMT_BF16, narrow, "bf16", BF16_MODES),
+                           .symbol = "mla_hopper_narrow_bf16",
+                           .family = MLA_XKERNEL_HOPPER_NARROW, .layout = MLA_LAYOUT_NARROW,
+                           .cluster = 1, .block_m = MLA_NARROW_ROWS, .heads_multiple = 1,
+                           .max_rows = MLA_NARROW_ROWS, .auto_full_rows_modes = BF16_MODES},
+    [MLA_V_NARROW_E4M3] = {HOPPER(MLA_FMT_FP8_E4M3, narrow, "e4m3", E4M3_MODES),
+                           .symbol = "mla_hopper_narrow_e4m3",
+                           .family = MLA_XKERNEL_HOPPER_NARROW, .layout = MLA_LAYOUT_NARROW,
+                           .cluster = 1, .block_m = MLA_NARROW_ROWS, .heads_multiple = 1,
+                           .max_rows = 2 * MLA_NARROW_ROWS,
+                           .auto_full_rows_modes =
+                               MLA_SM(MLA_SCALES_NONE) | MLA_SM(MLA_SCALES_G128),
+                           .auto_min_seqs = MLA_NARROW8_MIN_SEQS},
+    [MLA_V_NARROW_DSMLA] = {HOPPER(MLA_FMT_FP8_DS_MLA, narrow, "dsmla", DSMLA_MODES),
+                            .symbol = "mla_hopper_narrow_dsmla",
+                            .family = MLA_XKERNEL_HOPPER_NARROW, .layout = MLA_LAYOUT_NARROW,
+                            .cluster = 1, .block_m = MLA_NARROW_ROWS, .heads_multiple = 1,
+                            .max_rows = 2 * MLA_NARROW_ROWS, .auto_full_rows_modes = DSMLA_MODES,
+                            .auto_min_seqs = MLA_NARROW8_MIN_SEQS},
+    /* Pairs: the wide E4M3 kernel as clusters of two thread blocks, M tiles
+     * 2k and 2k + 1, which convert each tile once for both and feed the
+     * seesaw consumers (H200, h128 b132 s8192: /128 808 against 844 us,
+     * unscaled 778 against 834; b64 s4096 223 against 233).  E4M3 only:
+     * DS_MLA pairs measured 4 % slower. */
+    [MLA_V_PAIR_E4M3] = {HOPPER(MLA_FMT_FP8_E4M3, pair, "e4m3", E4M3_MODES),
+                         .symbol = "mla_hopper_pair_e4m3", .family = MLA_XKERNEL_HOPPER_PAIR,
+                         .layout = MLA_LAYOUT_WIDE, .cluster = 2, .block_m = MLA_BLOCK_M,
+                         .heads_multiple = 2 * MLA_BLOCK_M},
+    /* Wide: M tiles of 64 rows, any number. */
+    [MLA_V_WIDE_BF16] = {HOPPER(MLA_FMT_BF16, wide, "bf16", BF16_MODES),
+                         .symbol = "mla_hopper_decode_bf16", .family = MLA_XKERNEL_HOPPER_WIDE,
+                         .layout = MLA_LAYOUT_WIDE, .cluster = 1, .block_m = MLA_BLOCK_M,
+                         .heads_multiple = 1},
+    [MLA_V_WIDE_E4M3] = {HOPPER(MLA_FMT_FP8_E4M3, wide, "e4m3", E4M3_MODES),
+                         .symbol = "mla_hopper_decode_e4m3", .family = MLA_XKERNEL_HOPPER_WIDE,
+                         .layout = MLA_LAYOUT_WIDE, .cluster = 1, .block_m = MLA_BLOCK_M,
+                         .heads_multiple = 1},
+    [MLA_V_WIDE_DSMLA] = {HOPPER(MLA_FMT_FP8_DS_MLA, wide, "dsmla", DSMLA_MODES),
+                          .symbol = "mla_hopper_decode_dsmla", .family = MLA_XKERNEL_HOPPER_WIDE,
+                          .layout = MLA_LAYOUT_WIDE, .cluster = 1, .block_m = MLA_BLOCK_M,
+                          .heads_multiple = 1},
+    /* Portable: 64-key tiles where they fit, else 32. */
+    [MLA_V_PORTABLE_BF16_N64] = PORTABLE(MLA_FMT_BF16, "bf16", BF16_MODES, 64),
+    [MLA_V_PORTABLE_BF16_N32] = PORTABLE(MLA_FMT_BF16, "bf16", BF16_MODES, 32),
+    [MLA_V_PORTABLE_E4M3_N64] = PORTABLE(MLA_FMT_FP8_E4M3, "e4m3", E4M3_MODES, 64),
+    [MLA_V_PORTABLE_E4M3_N32] = PORTABLE(MLA_FMT_FP8_E4M3, "e4m3", E4M3_MODES, 32),
+    [MLA_V_PORTABLE_DSMLA_N64] = PORTABLE(MLA_FMT_FP8_DS_MLA, "dsmla", DSMLA_MODES, 64),
+    [MLA_V_PORTABLE_DSMLA_N32] = PORTABLE(MLA_FMT_FP8_DS_MLA, "dsmla", DSMLA_MODES, 32),
+};
+
+int mla__scale_mode(int32_t kv_format, int32_t scale_block)
+{
+    if (kv_format == MLA_FMT_FP8_DS_MLA)
+        return MLA_SCALES_IN_ROW;
+    if (kv_format != MLA_FMT_FP8_E4M3)
+        return MLA_SCALES_NONE;
+    return scale_block == 128  ? MLA_SCALES_G128
+           : scale_block == 64 ? MLA_SCALES_G64
+           : scale_block == 32 ? MLA_SCALES_G32
+                               : MLA_SCALES_NONE;
+}
+
+int mla__arch_runs_on(int arch, int cc_major, int cc_minor)
+{
+    return arch == MLA_ARCH_ANY || (cc_major == 9 && cc_minor == 0);
+}
+
+uint32_t mla__variant_smem(const struct mla_variant *v, int32_t stages, int32_t scales_per_row)
+{
+    switch (v->layout) {
+    case MLA_LAYOUT_PORTABLE:
+        return mla_decode_smem_bytes(v->format, v->block_n, stages, scales_per_row);
+    case MLA_LAYOUT_WIDE:
+        return MLA_HOPPER_SMEM_BYTES;
+    default:
+        return mla_narrow_smem_bytes(v->format);
+    }
+}
+
+static const char *format_name(int32_t fmt)
+{
+    return fmt == MLA_FMT_BF16 ? "BF16" : fmt == MLA_FMT_FP8_E4M3 ? "FP8_E4M3" : "FP8_DS_MLA";
+}
+
+static const char *kernel_name(int32_t kernel)
+{
+    static const char *const names[] = {
+        [MLA_XKERNEL_AUTO] = "MLA_XKERNEL_AUTO",
+        [MLA_XKERNEL_PORTABLE] = "MLA_XKERNEL_PORTABLE",
+        [MLA_XKERNEL_HOPPER] = "MLA_XKERNEL_HOPPER",
+        [MLA_XKERNEL_HOPPER_WIDE] = "MLA_XKERNEL_HOPPER_WIDE",
+        [MLA_XKERNEL_HOPPER_NARROW] = "MLA_XKERNEL_HOPPER_NARROW",
+        [MLA_XKERNEL_HOPPER_PAIR] = "MLA_XKERNEL_HOPPER_PAIR",
+    };
+    return kernel >= 0 && kernel < (int32_t)(sizeof(names) / sizeof(names[0])) ? names[kernel]
+                                                                               : "?";
+}
+
+static int loaded(const struct mla_select_in *in, int id)
+{
+    return in->smem_limit[id] >= 0;
+}
+
+/* The portable variant of a format with a tile width, or -1. */
+static int portable_variant(int32_t fmt, int32_t block_n)
+{
+    for (int id = 0; id < MLA_NUM_VARIANTS; id++) {
+        const struct mla_variant *v = &mla__variants[id];
+        if (v->layout == MLA_LAYOUT_PORTABLE && v->format == fmt && v->block_n == block_n)
+            return id;
+    }
+    return -1;
+}
+
+/* Whether the portable kernel at an sm_90a variant's tiling is loaded and
+ * fits, for the calls whose buffers the variant cannot take. */
+static int fallback_fits(const struct mla_select_in *in, const struct mla_variant *v)
+{
+    const int fb = portable_variant(v->format, v->block_n);
+    return fb >= 0 && loaded(in, fb) &&
+           mla__variant_smem(&mla__variants[fb], v->stages, in->scales_per_row) <=
+               (uint32_t)in->smem_limit[fb];
+}
+
+/* Whether variant id serves the shape on the device: NULL, or why not in
+ * buf. */
+static const char *serves(const struct mla_select_in *in, int id, char *buf, size_t len)
+{
+    const struct mla_variant *v = &mla__variants[id];
+    const int32_t heads_per_kv = in->num_heads / in->num_kv_heads;
+    const int32_t rows = in->q_len * heads_per_kv;
+    if (!loaded(in, id))
+        snprintf(buf, len, "%s is not in the image for this device", v->name);
+    else if (v->layout != MLA_LAYOUT_PORTABLE &&
+             mla__variant_smem(v, v->stages, in->scales_per_row) > (uint32_t)in->smem_limit[id])
+        snprintf(buf, len, "%s needs more shared memory than %s allows", v->name, in->device);
+    else if (!(v->scale_modes & MLA_SM(in->scale_mode)))
+        snprintf(buf, len, "%s does not take this scale block size", v->name);
+    else if (in->page_size < v->min_page)
+        snprintf(buf, len, "pages of fewer than %d rows", v->min_page);
+    else if ((v->one_kv_head_modes & MLA_SM(in->scale_mode)) && in->num_kv_heads != 1)
+        snprintf(buf, len, "E4M3 block scales with more than one KV head");
+    else if (v->max_rows && rows > v->max_rows)
+        snprintf(buf, len, "more than %d query rows per KV head", v->max_rows);
+    else if (heads_per_kv % v->heads_multiple)
+        snprintf(buf, len, "query heads per KV head not a multiple of %d", v->heads_multiple);
+    else if (v->layout != MLA_LAYOUT_PORTABLE && !fallback_fits(in, v))
+        snprintf(buf, len, "no portable block_n %d kernel to fall back on", v->block_n);
+    else
+        return NULL;
+    return buf;
+}
+
+/* Whether the automatic choice takes variant v where it serves. */
+static int auto_takes(const struct mla_select_in *in, const struct mla_variant *v)
+{
+    const int32_t rows = in->q_len * (in->num_heads / in->num_kv_heads);
+    if (v->max_rows &&
+        rows > ((v->auto_full_rows_modes & MLA_SM(in->scale_mode)) ? v->max_rows : v->block_m))
+        return 0;
+    return (int64_t)in->batch * in->num_kv_heads >= v->auto_min_seqs;
+}
+
+/* The most stages (at most MLA_MAX_STAGES) of portable variant id that fit
+ * the device; 0 if not even one. */
+static int32_t max_fitting_stages(const struct mla_select_in *in, int id)
+{
+    int32_t best = 0;
+    for (int32_t s = 1; s <= MLA_MAX_STAGES; s++)
+        if (mla__variant_smem(&mla__variants[id], s, in->scales_per_row) <=
+            (uint32_t)in->smem_limit[id])
+            best = s;
+    return best;
+}
+
+static void choose(const struct mla_select_in *in, struct mla_selection *out, int id,
+                   int portable, int32_t stages)
+{
+    out->variant = id;
+    out->portable = portable;
+    out->block_n = mla__variants[id].block_n;
+    out->stages = stages;
+    out->smem = mla__variant_smem(&mla__variants[id], stages, in->scales_per_row);
+    out->portable_smem = mla__variant_smem(&mla__variants[portable], stages, in->scales_per_row);
+    out->required = in->kernel != MLA_XKERNEL_AUTO && in->kernel != MLA_XKERNEL_PORTABLE;
+}
+
+/* The portable kernel: block_n 64 when it fits, else 32, with the deepest
+ * ring that fits the device (on sm_90 and sm_100: 2 stages at block_n 64,
+ * 4 at 32), unless the hints say otherwise. */
+static mla_status_t choose_portable(const struct mla_select_in *in, struct mla_selection *out,
+                                    char *msg, size_t len)
+{
+    const char *fname = format_name(in->kv_format);
+    const int lo = 1; /* the kernels accept 1..MLA_MAX_STAGES stages */
+    int last = -1;
+    for (int id = 0; id < MLA_NUM_VARIANTS; id++)
+        if (mla__variants[id].layout == MLA_LAYOUT_PORTABLE &&
+            mla__variants[id].format == in->kv_format)
+            last = id;
+    for (int id = 0; id <= last; id++) {
+        const struct mla_variant *v = &mla__variants[id];
+        const int32_t bn = v->block_n;
+        if (v->layout != MLA_LAYOUT_PORTABLE || v->format != in->kv_format ||
+            (in->block_n && in->block_n != bn))
+            continue;
+        if (!loaded(in, id)) {
+            if (in->block_n) {
+                snprintf(msg, len, "MLA_PARAM_BLOCK_N = %d for %s is not in this build", bn,
+                         fname);
+                return MLA_STATUS_NOT_SUPPORTED;
+            }
+            continue;
+        }
+        const int32_t st = in->num_kv_stages;
+        if (st) {
+            if (st >= lo && st <= MLA_MAX_STAGES &&
+                mla__variant_smem(v, st, in->scales_per_row) <= (uint32_t)in->smem_limit[id]) {
+                choose(in, out, id, id, st);
+                return MLA_STATUS_SUCCESS;
+            }
+            if (in->block_n || id == last) {
+                snprintf(msg, len,
+                         "MLA_PARAM_NUM_KV_STAGES = %d with MLA_PARAM_BLOCK_N = %d for %s needs "
+                         "%u bytes of shared memory; %s allows %d (stages %d..%d accepted)",
+                         st, bn, fname, mla__variant_smem(v, st, in->scales_per_row),
+                         in->device, in->smem_limit[id], lo, MLA_MAX_STAGES);
+                return MLA_STATUS_NOT_SUPPORTED;
+            }
+            continue;
+        }
+        const int32_t hi = max_fitting_stages(in, id);
+        if (hi >= lo) {
+            choose(in, out, id, id, hi);
+            return MLA_STATUS_SUCCESS;
+        }
+        if (in->block_n) {
+            snprintf(msg, len,
+                     "MLA_PARAM_BLOCK_N = %d for %s needs %u bytes of shared memory for %d "
+                     "stages; %s allows %d",
+                     bn, fname, mla__variant_smem(v, lo, in->scales_per_row), lo, in->device,
+                     in->smem_limit[id]);
+            return MLA_STATUS_NOT_SUPPORTED;
+        }
+    }
+    snprintf(msg, len, "no decode kernel for %s fits %s (%d bytes of shared memory per block)",
+             fname, in->device, in->smem_optin);
+    return MLA_STATUS_NOT_SUPPORTED;
+}
+
+mla_status_t mla__select_variant(const struct mla_select_in *in, struct mla_selection *out,
+                                 char *msg, size_t len)
+{
+    const int32_t k = in->kernel;
+    msg[0] = '\0';
+    if (k != MLA_XKERNEL_PORTABLE) {
+        char why[160] = "";
+        const char *last_why = NULL;
+        for (int id = 0; id < MLA_NUM_VARIANTS; id++) {
+            const struct mla_variant *v = &mla__variants[id];
+            if (v->layout == MLA_LAYOUT_PORTABLE || v->format != in->kv_format)
+                continue;
+            if (k != MLA_XKERNEL_AUTO && k != MLA_XKERNEL_HOPPER && v->family != k)
+                continue;
+            if ((last_why = serves(in, id, why, sizeof(why))))
+                continue;
+            if ((k == MLA_XKERNEL_AUTO || k == MLA_XKERNEL_HOPPER) && !auto_takes(in, v))
+                continue;
+            choose(in, out, id, portable_variant(v->format, v->block_n), v->stages);
+            return MLA_STATUS_SUCCESS;
+        }
+        if (k != MLA_XKERNEL_AUTO) {
+            if (last_why)
+                snprintf(msg, len, "MLA_XPARAM_KERNEL = %s does not serve this shape: %s",
+                         kernel_name(k), last_why);
+            else
+                snprintf(msg, len, "MLA_XPARAM_KERNEL = %s has no kernel for %s caches",
+                         kernel_name(k), format_name(in->kv_format));
+            return MLA_STATUS_NOT_SUPPORTED;
+        }
+    }
+    return choose_portable(in, out, msg, len);
+}

@@ -4,12 +4,13 @@
 #
 # Usage: embed-fatbin.sh OUT.S FATBIN...
 #
-# For each FATBIN (a path such as kernels/decode.fatbin, relative to the
+# For each FATBIN (a path such as kernels/portable/decode.fatbin, relative to the
 # directory the assembler runs in, i.e. the top build directory) the output
 # defines two hidden globals:
 #   mla__fb_NAME       the bytes, 64-byte aligned
 #   mla__fb_NAME_size  a 64-bit byte count
-# where NAME is the file name without .fatbin, non-alphanumerics mapped to _.
+# where NAME is the file name without directories and .fatbin,
+# non-alphanumerics mapped to _.
 # The .incbin keeps gcc out of the way: fatbins reach tens of megabytes.
 
 set -eu

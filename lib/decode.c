@@ -10,7 +10,7 @@
 
 #define ALIGNED(p, a) ((((uintptr_t)(p)) & ((uintptr_t)(a) - 1)) == 0)
 
-/* The kernels read the header as 16-byte vectors (kernels/schedule.cuh). */
+/* The kernels read the header as 16-byte vectors (kernels/common/schedule.cuh). */
 _Static_assert(offsetof(struct mla_ws_header, magic) == 4 &&
                    offsetof(struct mla_ws_header, plan_tag) == 8 &&
                    offsetof(struct mla_ws_header, num_pieces) == 12 &&
@@ -213,7 +213,7 @@ mla_status_t mla_workspace_status(const mla_plan_t *plan, const void *workspace,
                           workspace);
     if (h.status < 0 || h.status > (int32_t)MLA_STATUS_INTERNAL_ERROR)
         return mla__error(MLA_STATUS_INTERNAL_ERROR, "the status word holds %d", (int)h.status);
-    /* The scheduler's block-table CTAs report in flag bytes (kernels/mla_params.h). */
+    /* The scheduler's block-table CTAs report in flag bytes (kernels/common/mla_params.h). */
     int flagged = 0;
     for (int i = 1; i < plan->sched_ctas; i++)
         flagged |= buf[MLA_WS_FLAGS_OFFSET + i];

@@ -53,8 +53,8 @@ struct mla_config {
 
 enum mla_backend { MLA_BACKEND_CPU = 0, MLA_BACKEND_CUDA = 1 };
 
-struct mla_gpu_context; /* lib/gpu_context.c */
-struct mla_gpu_plan;    /* lib/gpu_plan.c */
+struct mla_gpu_context; /* lib/cuda/gpu_context.c */
+struct mla_gpu_plan;    /* lib/cuda/gpu_plan.c */
 
 struct mla_context {
     uint32_t magic;
@@ -163,9 +163,9 @@ int32_t mla__row_bytes(const struct mla_shape *s);
 int32_t mla__scales_per_row(const struct mla_shape *s);
 double mla__softmax_scale(const struct mla_shape *s);
 
-/* ---- CPU backend (lib/cpu_decode.c, lib/cpu_append.c) ---- */
+/* ---- CPU backend (lib/cpu/cpu_decode.c, lib/cpu/cpu_append.c) ---- */
 /* Lengths and block-table entries are validated here, before any write;
- * each call leaves the workspace header (kernels/mla_params.h) as the GPU
+ * each call leaves the workspace header (kernels/common/mla_params.h) as the GPU
  * backend does. */
 mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_args *a);
 mla_status_t mla__cpu_schedule(const mla_plan_t *plan, const struct mla_decode_args *a);
@@ -175,7 +175,7 @@ mla_status_t mla__cpu_append(const struct mla_shape *s, int threads,
                              const struct mla_append_args *a);
 size_t mla__cpu_workspace_bytes(const struct mla_shape *s, int32_t batch, int32_t max_seq_len);
 
-/* ---- CUDA backend (lib/gpu_*.c; lib/no_gpu.c when built without CUDA) ---- */
+/* ---- CUDA backend (lib/cuda/gpu_*.c; lib/cuda/no_gpu.c when built without CUDA) ---- */
 mla_status_t mla__gpu_context_init(mla_context_t *ctx, int device);
 void mla__gpu_context_fini(mla_context_t *ctx);
 mla_status_t mla__gpu_plan_init(mla_plan_t *plan);

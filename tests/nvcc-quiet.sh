@@ -1,6 +1,6 @@
 #!/bin/sh
 # nvcc-quiet.sh - the build's kernel rule prints no ptxas info lines unless
-# asked: a fatbin of kernels/hopper.cu (the sm_90a kernels, for which ptxas
+# asked: a fatbin of kernels/sm90/hopper.cu (the sm_90a kernels, for which ptxas
 # reports each warpgroup.arrive it injects) is built with the Makefile's own
 # rule, once quiet and once with V=1.  Skips in builds without CUDA.
 # SPDX-License-Identifier: MIT
@@ -14,11 +14,12 @@ fi
 dir=tests/nvcc-quiet.d
 # The suffix rule .cu.fatbin builds any X.fatbin from X.cu with the
 # kernels' include path, so a one-line sm90.cu stands for hopper.cu.
+srcdir_abs=$(cd "${top_srcdir:-.}" && pwd) || exit 1
 cd "$top_builddir" || exit 1
 rm -rf "$dir"
 mkdir -p "$dir" || exit 1
 trap 'rm -rf "$top_builddir/$dir"' EXIT
-echo '#include "hopper.cu"' >"$dir/sm90.cu"
+echo "#include \"$srcdir_abs/kernels/sm90/hopper.cu\"" >"$dir/sm90.cu"
 unset MAKEFLAGS MFLAGS
 
 ${MAKE:-make} --no-print-directory V=0 "$dir/sm90.fatbin" >"$dir/quiet.log" 2>&1 || {

@@ -1,5 +1,5 @@
 /* test_select.c - the decode variant table and its selector
- * (lib/gpu_variants.c), without a GPU: the variant each shape gets on
+ * (lib/cuda/gpu_variants.c), without a GPU: the variant each shape gets on
  * modelled devices, automatically and with MLA_XPARAM_KERNEL, and what
  * holds for every shape of a grid.
  * SPDX-License-Identifier: MIT */

@@ -17,7 +17,7 @@
  * mla_schedule (or, with a schedule made earlier, behind whatever kernel
  * precedes the call), of mla_combine behind the decode kernel, and of
  * mla_schedule behind what precedes it: every kernel starts with
- * griddepcontrol.wait (kernels/mla_params.h), so the overlap only hides
+ * griddepcontrol.wait (kernels/common/mla_params.h), so the overlap only hides
  * launch latency. */
 #define MLA_GPU_PDL_DECODE 1
 
@@ -58,7 +58,7 @@ _Static_assert(sizeof(CUtensorMap) == sizeof(struct mla_tensor_map),
 
 /*
  * The tensor maps of the cache for an sm_90a variant (the views and boxes
- * kernels/mla_params.h describes; map 3, the half tiles, for clusters of
+ * kernels/common/mla_params.h describes; map 3, the half tiles, for clusters of
  * two).  Returns 1 with the maps filled, 0 if this call's buffers do not
  * suit them (the portable kernel runs), or -1 with *err set if the driver
  * refused an encoding.  mla_decode() has checked that num_pages >= 1 and
@@ -79,7 +79,7 @@ static int hopper_maps(const struct mla_cuda_api *cu, const struct mla_decode_pa
     const cuuint64_t dims[3] = {bf16 ? (cuuint64_t)MLA_D_QK : rb, (cuuint64_t)p->h_kv, rows};
     const cuuint64_t strides[2] = {rb, rb * (uint64_t)p->h_kv};
     const cuuint32_t estr[3] = {1, 1, 1};
-    /* Box widths in elements, swizzle: see kernels/mla_params.h. */
+    /* Box widths in elements, swizzle: see kernels/common/mla_params.h. */
     cuuint32_t box0[4] = {64, 0, 0, 64};
     const CUtensorMapSwizzle sw[4] = {
         bf16 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,

@@ -34,7 +34,7 @@
  * 8, 1.2x at 12 and 16; doc/performance.md, Measured reasons). */
 #define MLA_NARROW8_MIN_SEQS 8
 
-/* The portable kernels (kernels/decode.cu): any shape, any device. */
+/* The portable kernels (kernels/portable/decode.cu): any shape, any device. */
 #define PORTABLE(fmt, sfx, modes, bn)                                                       \
     {.name = "portable-" sfx "-n" #bn, .symbol = "mla_decode_" sfx "_n" #bn,               \
      .family = MLA_XKERNEL_PORTABLE, .format = (fmt), .scale_modes = (modes),              \
@@ -42,7 +42,7 @@
      .threads = MLA_DECODE_THREADS, .layout = MLA_LAYOUT_PORTABLE, .cluster = 1,            \
      .block_m = MLA_BLOCK_M, .block_n = (bn)}
 
-/* The sm_90a kernels (kernels/hopper.cu): a tile is 64 consecutive rows of
+/* The sm_90a kernels (kernels/sm90/hopper.cu): a tile is 64 consecutive rows of
  * one page (one tensor-map box per 64 columns), so pages of at least 64;
  * their tiling is the portable n64 kernel's with 2 stages, which serves
  * the calls whose buffers the tensor maps cannot describe. */

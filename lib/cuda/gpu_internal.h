@@ -1,5 +1,5 @@
 /*
- * gpu_internal.h - private state of the CUDA backend (lib/gpu_*.c): the
+ * gpu_internal.h - private state of the CUDA backend (lib/cuda/gpu_*.c): the
  * device binding with its loaded kernels, and the prepared launches of a
  * plan.  The decode variants and their selection: gpu_variants.h.
  *
@@ -14,7 +14,7 @@
 #include "mla_params.h"
 
 /* Embedded fatbins (lib/fatbin.S, made by build-aux/embed-fatbin.sh from
- * kernels/NAME.fatbin). */
+ * kernels/DIR/NAME.fatbin; the symbols take NAME only). */
 #define MLA_GPU_FATBINS(X) X(schedule) X(decode) X(combine) X(append) X(hopper)
 #define MLA_GPU_NUM_FATBINS 5
 
@@ -60,7 +60,7 @@ struct mla_gpu_plan {
     unsigned int combine_grid[3];
 };
 
-/* Launch geometry fixed by kernels/mla_params.h. */
+/* Launch geometry fixed by kernels/common/mla_params.h. */
 #define MLA_COMBINE_THREADS 128
 #define MLA_COMBINE_WARPS (MLA_COMBINE_THREADS / 32)
 #define MLA_APPEND_THREADS 64

@@ -1,7 +1,7 @@
 /*
  * cpu_append.c - the CPU backend of mla_kv_append(): writes new latent
  * rows into the paged cache, quantized with the codec the GPU kernel uses
- * (kernels/fp8_codec.h), so both backends produce identical bytes.
+ * (kernels/common/fp8_codec.h), so both backends produce identical bytes.
  *
  * SPDX-License-Identifier: MIT
  */

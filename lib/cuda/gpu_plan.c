@@ -130,7 +130,7 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
                           "memory) cannot be resident on %s",
                           var->name, sel.block_n, sel.stages, sel.smem, g->name);
 
-    /* The schedule (kernels/schedule.cu): pieces for greedy dispatch on
+    /* The schedule (kernels/service/schedule.cu): pieces for greedy dispatch on
      * `parts` slots (groups of m_blocks x h_kv CTAs resident at once), at
      * most 2 waves' worth past one piece per request (gridDim.z <=
      * 65535), and room for 3 waves' worth of split pieces' partials. */
@@ -149,7 +149,7 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     if (!gp)
         return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of memory");
 
-    /* Workspace (kernels/mla_params.h): header, kept lengths, per-request
+    /* Workspace (kernels/common/mla_params.h): header, kept lengths, per-request
      * piece counts, the pieces, then the split pieces' partials (fp32 O
      * and log2-domain LSE). */
     const size_t prow = (size_t)slots * (size_t)s->q_len * (size_t)s->num_heads;

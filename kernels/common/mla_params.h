@@ -14,7 +14,7 @@
 
 #ifdef __CUDACC__
 #define MLA_HD __host__ __device__ __forceinline__
-/* Constant-evaluable too: kernels/hopper_layout.cuh checks the layouts at
+/* Constant-evaluable too: kernels/sm90/hopper_layout.cuh checks the layouts at
  * compile time. */
 #define MLA_HD_CONSTEXPR __host__ __device__ __forceinline__ constexpr
 #else
@@ -126,7 +126,7 @@ struct mla_append_params {
  * scheduled early: its griddepcontrol.wait still waits for this grid to
  * complete and for its memory operations to be visible.
  *
- * mla_schedule_pieces (kernels/schedule.cu), struct mla_decode_params
+ * mla_schedule_pieces (kernels/service/schedule.cu), struct mla_decode_params
  *   grid (sched_ctas), block MLA_SCHEDULE_THREADS, no dynamic smem.
  *   CTA 0 reads every length once, checks 0 <= len <= min(max_seq_len,
  *   max_pages_per_seq * page_size), keeps the lengths it read (ws_lens)
@@ -151,7 +151,7 @@ struct mla_append_params {
  *   packs the small ones last.  At most max_pieces pieces and
  *   partial_slots split pieces.
  *
- * mla_decode_<f>_n<BN> (kernels/decode.cu), struct mla_decode_params
+ * mla_decode_<f>_n<BN> (kernels/portable/decode.cu), struct mla_decode_params
  *   f in {bf16, e4m3, dsmla} (MLA_FMT_*), BN = block_n in {32, 64}.
  *   grid (m_blocks, h_kv, max_pieces); block MLA_DECODE_THREADS (512);
  *   dynamic smem mla_decode_smem_bytes(f, BN, num_stages, spr), with
@@ -174,7 +174,7 @@ struct mla_append_params {
  *   scales != 0 iff scales_per_row > 0 (E4M3 with a scale block).  A
  *   launch with another kv_format, block_n or num_stages traps.
  *
- * mla_combine (kernels/combine.cu), struct mla_decode_params
+ * mla_combine (kernels/service/combine.cu), struct mla_decode_params
  *   grid (combine_ctas), block 128, no dynamic smem; PDL: launched as a
  *   programmatic dependent of the decode kernel.  Exits if the verdict is
  *   not 0.  Its warps take, grid-stride, the (request, query token, head,
@@ -182,7 +182,7 @@ struct mla_append_params {
  *   with no piece (length 0: zeros and LSE +inf) and the split ones (their
  *   partial slots merged); the others the decode kernel wrote whole.
  *
- * mla_append (kernels/append.cu), struct mla_append_params
+ * mla_append (kernels/service/append.cu), struct mla_append_params
  *   grid (n, h_kv), block 64, no dynamic smem, no PDL requirement.
  *   Skips rows with slot < 0 or slot >= num_pages * page_size.
  *
@@ -257,7 +257,7 @@ MLA_HD int32_t mla_scale_mode(int32_t fmt, int32_t scales_per_row)
 
 /* Dynamic shared memory of a decode kernel.  FP8 rows are staged inside
  * the stage's own BF16 rows and converted in place, and E4M3 block scales
- * ride in the same rows (kernels/convert.cuh), so the size is the same
+ * ride in the same rows (kernels/common/convert.cuh), so the size is the same
  * for every format; fmt and scales_per_row are kept for the contract. */
 MLA_HD uint32_t mla_decode_smem_bytes(int32_t fmt, int32_t block_n, int32_t stages,
                                       int32_t scales_per_row)
@@ -280,7 +280,7 @@ MLA_HD int32_t mla_decode_auto_stages(int32_t fmt, int32_t block_n, int32_t scal
 }
 
 /*
- * Hopper decode (kernels/hopper.cu, sm_90a only): mla_hopper_decode_<f>,
+ * Hopper decode (kernels/sm90/hopper.cu, sm_90a only): mla_hopper_decode_<f>,
  * f in {bf16, e4m3, dsmla}, struct mla_hopper_params.
  *   Same grid, block, PDL behaviour and workspace contract as
  *   mla_decode_<f>_n64, with block_n 64 and num_stages 2 (the scheduler's
@@ -333,7 +333,7 @@ struct mla_hopper_params {
  * query rows as N = 16), so the Q tile holds only 16 rows.  Dynamic smem
  * mla_narrow_smem_bytes(f).  FP8 (E4M3, DS_MLA): the consumers read the
  * FP8 tile itself and convert it in registers
- * (kernels/hopper_narrow_fp8.cuh), so the stages hold FP8 as it lands and
+ * (kernels/sm90/hopper_narrow_fp8.cuh), so the stages hold FP8 as it lands and
  * more tiles are in flight: E4M3 takes five stages where they fit in the
  * 227 KB the launch asks for (spr <= 9), else four; DS_MLA four.
  */
@@ -343,11 +343,11 @@ struct mla_hopper_params {
 
 /*
  * Shared memory of the sm_90a kernels, one struct per layout (only their
- * sizes are taken here; kernels/hopper_layout.cuh places the buffers at
+ * sizes are taken here; kernels/sm90/hopper_layout.cuh places the buffers at
  * their offsets and checks the budget), from a base the kernel aligns to
  * 1024 bytes: the launch asks for 1024 bytes more than the struct.  A
  * BF16 tile (the Q tile, a stage) is 9 chunks of 64 bf16 columns, its
- * rows 128 bytes each, 128B-swizzled (kernels/wgmma.cuh).
+ * rows 128 bytes each, 128B-swizzled (kernels/common/wgmma.cuh).
  */
 #define MLA_HOPPER_CHUNKS (MLA_D_QK / 64)
 

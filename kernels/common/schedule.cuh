@@ -1,5 +1,5 @@
 /*
- * schedule.cuh - the schedule (kernels/schedule.cu) as a decode CTA
+ * schedule.cuh - the schedule (kernels/service/schedule.cu) as a decode CTA
  * reads it: which request, KV head, piece and KV tiles it covers, and
  * which packed query rows.  Shared by every decode kernel family, so they
  * all split the same way and the combine kernel does not care which one
@@ -17,7 +17,7 @@
 namespace mla {
 
 /* The work of one CTA: grid (m_blocks, h_kv, max_pieces), piece z =
- * blockIdx.z of the schedule (kernels/schedule.cu). */
+ * blockIdx.z of the schedule (kernels/service/schedule.cu). */
 struct CtaWork {
     int b, kh;
     int slot;      /* partial slot of a split piece, -1: write out/lse */

@@ -4,7 +4,7 @@
  * barrier ids, and where each buffer of the three shared-memory layouts
  * (wide: 64-row Q tile, FP8 converted in place; narrow: 16-row Q tile,
  * BF16 stages, or FP8 stages read by the consumers themselves) lives:
- * the offsets of kernels/mla_params.h's structs.
+ * the offsets of kernels/common/mla_params.h's structs.
  *
  * SPDX-License-Identifier: MIT
  */

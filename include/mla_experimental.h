@@ -74,6 +74,11 @@ typedef enum mla_xkernel {
     MLA_XKERNEL_HOPPER_PAIR = 5
 } mla_xkernel_t;
 
+/** Short names of the mla_xkernel_t values in value order, for command
+ *  lines and test tables: `static const char *const n[] = {MLA_XKERNEL_NAMES};`. */
+#define MLA_XKERNEL_NAMES \
+    "auto", "portable", "hopper", "hopper-wide", "hopper-narrow", "hopper-pair"
+
 #ifdef __cplusplus
 }
 #endif

@@ -901,14 +901,7 @@ static long check_against_cpu(const struct prob *p, const int32_t *lens, int max
 /* The MLA_XPARAM_KERNEL value of a kernel's name; NULL is auto. */
 static int64_t kernel_value(const char *name)
 {
-    static const char *const names[] = {
-        [MLA_XKERNEL_AUTO] = "auto",
-        [MLA_XKERNEL_PORTABLE] = "portable",
-        [MLA_XKERNEL_HOPPER] = "hopper",
-        [MLA_XKERNEL_HOPPER_WIDE] = "hopper-wide",
-        [MLA_XKERNEL_HOPPER_NARROW] = "hopper-narrow",
-        [MLA_XKERNEL_HOPPER_PAIR] = "hopper-pair",
-    };
+    static const char *const names[] = {MLA_XKERNEL_NAMES};
     if (!name)
         return MLA_XKERNEL_AUTO;
     for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)

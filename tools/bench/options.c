@@ -294,14 +294,7 @@ static const struct option long_opts[] = {
     {0, 0, 0, 0}};
 
 int bench_kernel = MLA_XKERNEL_AUTO;
-const char *const bench_kernel_names[6] = {
-    [MLA_XKERNEL_AUTO] = "auto",
-    [MLA_XKERNEL_PORTABLE] = "portable",
-    [MLA_XKERNEL_HOPPER] = "hopper",
-    [MLA_XKERNEL_HOPPER_WIDE] = "hopper-wide",
-    [MLA_XKERNEL_HOPPER_NARROW] = "hopper-narrow",
-    [MLA_XKERNEL_HOPPER_PAIR] = "hopper-pair",
-};
+const char *const bench_kernel_names[6] = {MLA_XKERNEL_NAMES};
 
 /* Take one option; exit after --help, --version or a bad option. */
 static void take_option(struct opts *o, int c, const char *arg)

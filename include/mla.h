@@ -103,8 +103,9 @@ struct CUstream_st;
  *    current on the calling thread for its duration, then restores the
  *    thread's previous current context.
  *  - The CPU backend runs each mla_decode() on the calling thread and
- *    worker threads (as many in all as online processors) that it starts
- *    and joins within the call.
+ *    worker threads (by default as many in all as online processors, at
+ *    most 256 and at most one per request and KV head) that it starts and
+ *    joins within the call.
  */
 
 /* ------------------------------------------------------------------ */

@@ -58,7 +58,7 @@ extern "C" {
 typedef enum mla_xkernel {
     /** The plan's own choice for the device and shape. */
     MLA_XKERNEL_AUTO = 0,
-    /** The portable kernel, on every device. */
+    /** The portable kernel, on every device the build has kernels for. */
     MLA_XKERNEL_PORTABLE = 1,
     /** An sm_90a kernel, the one the automatic choice would take. */
     MLA_XKERNEL_HOPPER = 2,

@@ -41,8 +41,8 @@ static struct mla_select_in shape(int d, int fmt, int g, int h_q, int h_kv, int 
     struct mla_select_in in;
     memset(&in, 0, sizeof(in));
     in.kv_format = fmt;
-    in.scale_mode = mla__scale_mode(fmt, g);
     in.scales_per_row = fmt == MLA_FMT_FP8_E4M3 && g ? (MLA_D_QK + g - 1) / g : 0;
+    in.scale_mode = mla_scale_mode(fmt, in.scales_per_row);
     in.num_heads = h_q;
     in.num_kv_heads = h_kv;
     in.q_len = q_len;
@@ -286,12 +286,12 @@ START_TEST(table)
                        (mla__variants[v].scale_modes & MLA_SM(m));
         ck_assert_int_ge(covered, 2); /* block_n 64 and 32 */
     }
-    ck_assert_int_eq(mla__scale_mode(MLA_FMT_BF16, 0), MLA_SCALES_NONE);
-    ck_assert_int_eq(mla__scale_mode(MLA_FMT_FP8_E4M3, 0), MLA_SCALES_NONE);
-    ck_assert_int_eq(mla__scale_mode(MLA_FMT_FP8_E4M3, 128), MLA_SCALES_G128);
-    ck_assert_int_eq(mla__scale_mode(MLA_FMT_FP8_E4M3, 64), MLA_SCALES_G64);
-    ck_assert_int_eq(mla__scale_mode(MLA_FMT_FP8_E4M3, 32), MLA_SCALES_G32);
-    ck_assert_int_eq(mla__scale_mode(MLA_FMT_FP8_DS_MLA, 0), MLA_SCALES_IN_ROW);
+    ck_assert_int_eq(mla_scale_mode(MLA_FMT_BF16, 0), MLA_SCALES_NONE);
+    ck_assert_int_eq(mla_scale_mode(MLA_FMT_FP8_E4M3, 0), MLA_SCALES_NONE);
+    ck_assert_int_eq(mla_scale_mode(MLA_FMT_FP8_E4M3, MLA_SPR_128), MLA_SCALES_128);
+    ck_assert_int_eq(mla_scale_mode(MLA_FMT_FP8_E4M3, MLA_SPR_64), MLA_SCALES_64);
+    ck_assert_int_eq(mla_scale_mode(MLA_FMT_FP8_E4M3, MLA_SPR_32), MLA_SCALES_32);
+    ck_assert_int_eq(mla_scale_mode(MLA_FMT_FP8_DS_MLA, 0), MLA_SCALES_DSMLA);
 }
 END_TEST
 

@@ -155,8 +155,8 @@ struct mla_append_params {
  *   f in {bf16, e4m3, dsmla} (MLA_FMT_*), BN = block_n in {32, 64}.
  *   grid (m_blocks, h_kv, max_pieces); block MLA_DECODE_THREADS (512);
  *   dynamic smem mla_decode_smem_bytes(f, BN, num_stages, spr), with
- *     1 <= num_stages <= MLA_MAX_STAGES (mla_decode_auto_stages() gives
- *     the most that fit); the host raises
+ *     1 <= num_stages <= MLA_MAX_STAGES (the plan takes the most that
+ *     fit the device); the host raises
  *     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES per kernel;
  *   PDL: may be launched as a programmatic dependent of mla_schedule (or
  *     of any kernel, when the schedule was made by an earlier call);
@@ -240,6 +240,7 @@ MLA_HD_CONSTEXPR int32_t mla_row_bytes(int32_t fmt)
 #define MLA_SCALES_64 2    /* E4M3, blocks of 64 dims */
 #define MLA_SCALES_32 3    /* E4M3, blocks of 32 dims */
 #define MLA_SCALES_DSMLA 4 /* DS_MLA: 4 scales of 128 nope dims, inside the row */
+#define MLA_NUM_SCALE_MODES 5
 #define MLA_SPR_128 ((MLA_D_QK + 127) / 128) /* 5 */
 #define MLA_SPR_64 ((MLA_D_QK + 63) / 64)    /* 9 */
 #define MLA_SPR_32 ((MLA_D_QK + 31) / 32)    /* 18 */
@@ -266,17 +267,6 @@ MLA_HD uint32_t mla_decode_smem_bytes(int32_t fmt, int32_t block_n, int32_t stag
     (void)scales_per_row;
     return MLA_DECODE_SMEM_BARRIERS + (uint32_t)MLA_BLOCK_M * MLA_SMEM_ROW_BF16 +
            (uint32_t)stages * (uint32_t)block_n * MLA_SMEM_ROW_BF16;
-}
-
-/* The most stages (<= MLA_MAX_STAGES) that fit in MLA_SMEM_BUDGET:
- * block_n 64 -> 2, block_n 32 -> 4, for every format. */
-MLA_HD int32_t mla_decode_auto_stages(int32_t fmt, int32_t block_n, int32_t scales_per_row)
-{
-    int32_t n = 0;
-    while (n < MLA_MAX_STAGES &&
-           mla_decode_smem_bytes(fmt, block_n, n + 1, scales_per_row) <= MLA_SMEM_BUDGET)
-        n++;
-    return n;
 }
 
 /*

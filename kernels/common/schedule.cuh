@@ -90,14 +90,6 @@ MLA_DEV bool schedule_matches(const mla_decode_params &p)
     return layout_matches(p, header_head(p)) && args_match(p);
 }
 
-/*
- * Whether this CTA has work: the workspace holds this call's schedule
- * (schedule_matches), which recorded no bad input, and has a piece z =
- * blockIdx.z.  Uniform over the CTA; checked once, before the warp roles
- * split (nothing writes the header while the grid runs, but for
- * report_bad_call's status word, which only a CTA that finds no match
- * writes).
- */
 /* Whether a block-table-checking CTA of the scheduler (1..sched_ctas-1)
  * flagged a bad entry: its flag bytes, 16 at a time (loads independent of
  * each other and of the header's). */
@@ -124,6 +116,14 @@ MLA_DEV int verdict(const mla_decode_params &p, const int4 &head)
     return head.x != 0 ? head.x : flagged(p) ? (int)MLA_STATUS_OUT_OF_BOUNDS : 0;
 }
 
+/*
+ * Whether this CTA has work: the workspace holds this call's schedule
+ * (schedule_matches), which recorded no bad input, and has a piece z =
+ * blockIdx.z.  Uniform over the CTA; checked once, before the warp roles
+ * split (nothing writes the header while the grid runs, but for
+ * report_bad_call's status word, which only a CTA that finds no match
+ * writes).
+ */
 MLA_DEV bool cta_has_work(const mla_decode_params &p)
 {
     const int4 head = header_head(p);
@@ -164,9 +164,9 @@ MLA_DEV bool cta_work(const mla_decode_params &p, int bn, CtaWork &w)
     w.m_base = (int)blockIdx.x * p.block_m;
     w.rows_here = min(p.block_m, p.rows - w.m_base);
     /* Causal: every M tile takes the piece's tiles, those only later query
-     * tokens see included (at most one more tile): so V rows a row does
-     * not see meet it with weight 0 in every kernel alike (mla.h's rule
-     * for NaN and Inf in them), and the two CTAs of a pair agree. */
+     * tokens see included (at most one more tile), so that the two CTAs of
+     * a pair agree; V rows a row does not see meet it with weight 0 (mla.h:
+     * NaN or Inf there may then reach it, depending on the kernel). */
     /* (t1 never exceeds the request's tiles: the schedule's bound, kept
      * here against a schedule made for other lengths.) */
     w.t1 = min(w.t1, (w.len + bn - 1) / bn);

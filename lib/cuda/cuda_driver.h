@@ -46,7 +46,6 @@
     X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050)                          \
     X(cuOccupancyMaxActiveClusters, 11070)                                        \
     X(cuLaunchKernelEx, 11060)                                                    \
-    X(cuMemsetD32Async, 3020)                                                     \
     X(cuMemcpyDtoH, 3020)                                                         \
     X(cuTensorMapEncodeTiled, 12000)
 

@@ -317,9 +317,7 @@ mla_status_t mla__gpu_context_init(mla_context_t *ctx, int device)
         (st = attr(ctx, &g->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
                    "multiprocessor count")) ||
         (st = attr(ctx, &g->smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                   "max shared memory per block opt-in")) ||
-        (st = attr(ctx, &g->smem_per_sm, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
-                   "max shared memory per multiprocessor")))
+                   "max shared memory per block opt-in")))
         goto fail;
     if (!archs_cover(mla__gpu_archs(), g->cc_major, g->cc_minor)) {
         st = no_image(ctx, "embedded targets");

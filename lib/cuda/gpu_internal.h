@@ -32,7 +32,6 @@ struct mla_gpu_context {
     int cc_major, cc_minor;
     int sm_count;
     int smem_optin;  /* max shared memory per block after opting in */
-    int smem_per_sm; /* max shared memory per multiprocessor */
     char name[128];
     CUlibrary lib[MLA_GPU_NUM_FATBINS];
     struct mla_gpu_kernel schedule, combine, append;

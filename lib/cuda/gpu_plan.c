@@ -70,7 +70,7 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
      * use. */
     struct mla_select_in in = {
         .kv_format = s->kv_format,
-        .scale_mode = mla__scale_mode(s->kv_format, s->scale_block),
+        .scale_mode = mla_scale_mode(s->kv_format, mla__scales_per_row(s)),
         .scales_per_row = mla__scales_per_row(s),
         .num_heads = s->num_heads,
         .num_kv_heads = s->num_kv_heads,

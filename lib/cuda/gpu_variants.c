@@ -19,13 +19,13 @@
 #include "mla_params.h"
 
 #define E4M3_MODES                                                                        \
-    (MLA_SM(MLA_SCALES_NONE) | MLA_SM(MLA_SCALES_G128) | MLA_SM(MLA_SCALES_G64) |        \
-     MLA_SM(MLA_SCALES_G32))
+    (MLA_SM(MLA_SCALES_NONE) | MLA_SM(MLA_SCALES_128) | MLA_SM(MLA_SCALES_64) |        \
+     MLA_SM(MLA_SCALES_32))
 /* E4M3 block scales in their own array: a tile's scales are one contiguous
  * copy only with one KV head. */
-#define E4M3_BLOCK_SCALED (MLA_SM(MLA_SCALES_G128) | MLA_SM(MLA_SCALES_G64) | MLA_SM(MLA_SCALES_G32))
+#define E4M3_BLOCK_SCALED (MLA_SM(MLA_SCALES_128) | MLA_SM(MLA_SCALES_64) | MLA_SM(MLA_SCALES_32))
 #define BF16_MODES MLA_SM(MLA_SCALES_NONE)
-#define DSMLA_MODES MLA_SM(MLA_SCALES_IN_ROW)
+#define DSMLA_MODES MLA_SM(MLA_SCALES_DSMLA)
 
 /* Requests x KV heads from which the narrow FP8 kernels are taken by
  * default: they stream tiles faster than the wide one but a thread block
@@ -34,7 +34,8 @@
  * 8, 1.2x at 12 and 16; doc/performance.md, Measured reasons). */
 #define MLA_NARROW8_MIN_SEQS 8
 
-/* The portable kernels (kernels/portable/decode.cu): any shape, any device. */
+/* The portable kernels (kernels/portable/decode.cu): any shape, every device the build
+ * has kernels for (sm_90 and later). */
 #define PORTABLE(fmt, sfx, modes, bn)                                                       \
     {.name = "portable-" sfx "-n" #bn, .symbol = "mla_decode_" sfx "_n" #bn,               \
      .family = MLA_XKERNEL_PORTABLE, .format = (fmt), .scale_modes = (modes),              \
@@ -71,7 +72,7 @@ const struct mla_variant mla__variants[MLA_NUM_VARIANTS] = {
                            .cluster = 1, .block_m = MLA_NARROW_ROWS, .heads_multiple = 1,
                            .max_rows = 2 * MLA_NARROW_ROWS,
                            .auto_full_rows_modes =
-                               MLA_SM(MLA_SCALES_NONE) | MLA_SM(MLA_SCALES_G128),
+                               MLA_SM(MLA_SCALES_NONE) | MLA_SM(MLA_SCALES_128),
                            .auto_min_seqs = MLA_NARROW8_MIN_SEQS},
     [MLA_V_NARROW_DSMLA] = {HOPPER(MLA_FMT_FP8_DS_MLA, narrow, "dsmla", DSMLA_MODES),
                             .symbol = "mla_hopper_narrow_dsmla",
@@ -109,18 +110,6 @@ const struct mla_variant mla__variants[MLA_NUM_VARIANTS] = {
     [MLA_V_PORTABLE_DSMLA_N64] = PORTABLE(MLA_FMT_FP8_DS_MLA, "dsmla", DSMLA_MODES, 64),
     [MLA_V_PORTABLE_DSMLA_N32] = PORTABLE(MLA_FMT_FP8_DS_MLA, "dsmla", DSMLA_MODES, 32),
 };
-
-int mla__scale_mode(int32_t kv_format, int32_t scale_block)
-{
-    if (kv_format == MLA_FMT_FP8_DS_MLA)
-        return MLA_SCALES_IN_ROW;
-    if (kv_format != MLA_FMT_FP8_E4M3)
-        return MLA_SCALES_NONE;
-    return scale_block == 128  ? MLA_SCALES_G128
-           : scale_block == 64 ? MLA_SCALES_G64
-           : scale_block == 32 ? MLA_SCALES_G32
-                               : MLA_SCALES_NONE;
-}
 
 int mla__arch_runs_on(int arch, int cc_major, int cc_minor)
 {
@@ -317,17 +306,23 @@ mla_status_t mla__select_variant(const struct mla_select_in *in, struct mla_sele
     msg[0] = '\0';
     if (k != MLA_XKERNEL_PORTABLE) {
         char why[160] = "";
-        const char *last_why = NULL;
+        const char *last_why = NULL; /* why the last variant refused */
+        int declined = 0;            /* one served, but the automatic choice skipped it */
         for (int id = 0; id < MLA_NUM_VARIANTS; id++) {
             const struct mla_variant *v = &mla__variants[id];
             if (v->layout == MLA_LAYOUT_PORTABLE || v->format != in->kv_format)
                 continue;
             if (k != MLA_XKERNEL_AUTO && k != MLA_XKERNEL_HOPPER && v->family != k)
                 continue;
-            if ((last_why = serves(in, id, why, sizeof(why))))
+            const char *w = serves(in, id, why, sizeof(why));
+            if (w) {
+                last_why = w;
                 continue;
-            if ((k == MLA_XKERNEL_AUTO || k == MLA_XKERNEL_HOPPER) && !auto_takes(in, v))
+            }
+            if ((k == MLA_XKERNEL_AUTO || k == MLA_XKERNEL_HOPPER) && !auto_takes(in, v)) {
+                declined = 1;
                 continue;
+            }
             choose(in, out, id, portable_variant(v->format, v->block_n), v->stages);
             return MLA_STATUS_SUCCESS;
         }
@@ -335,6 +330,11 @@ mla_status_t mla__select_variant(const struct mla_select_in *in, struct mla_sele
             if (last_why)
                 snprintf(msg, len, "MLA_XPARAM_KERNEL = %s does not serve this shape: %s",
                          kernel_name(k), last_why);
+            else if (declined)
+                snprintf(msg, len,
+                         "MLA_XPARAM_KERNEL = %s: the automatic choice takes none of its "
+                         "kernels for this shape",
+                         kernel_name(k));
             else
                 snprintf(msg, len, "MLA_XPARAM_KERNEL = %s has no kernel for %s caches",
                          kernel_name(k), format_name(in->kv_format));

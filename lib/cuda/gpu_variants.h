@@ -13,21 +13,11 @@
 #include <stdint.h>
 
 #include "mla.h"
+#include "mla_params.h"
 
-/* Where the dequantization scales of a cache row come from: the scale
- * modes the kernels are written for (with E4M3 block scales, mla_params.h's
- * scales_per_row is 5, 9 or 18 for 128-, 64- and 32-channel blocks). */
-enum mla_scale_mode {
-    MLA_SCALES_NONE,   /* BF16, or E4M3 without block scales */
-    MLA_SCALES_G128,   /* E4M3 with 128-channel block scales */
-    MLA_SCALES_G64,    /* E4M3 with 64-channel block scales */
-    MLA_SCALES_G32,    /* E4M3 with 32-channel block scales */
-    MLA_SCALES_IN_ROW, /* DS_MLA: four fp32 scales inside each row */
-    MLA_NUM_SCALE_MODES
-};
+/* A set of scale modes (mla_params.h's MLA_SCALES_*, from mla_scale_mode:
+ * where the dequantization scales of a cache row come from) as a mask. */
 #define MLA_SM(mode) (1u << (mode))
-/* The scale mode of a format (MLA_FMT_*) and MLA_PARAM_SCALE_BLOCK_SIZE. */
-int mla__scale_mode(int32_t kv_format, int32_t scale_block);
 
 /* Architectures a variant's image is built for. */
 enum mla_arch {

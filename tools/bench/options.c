@@ -45,7 +45,7 @@ static void usage(FILE *f)
             "  --device N         CUDA device ordinal (0)\n"
             "  --kernel NAME      auto | portable | hopper | hopper-wide | hopper-narrow |\n"
             "                     hopper-pair (auto; experimental)\n"
-            "  --threads N        host threads generating caches (online cores)\n"
+            "  --threads N        host threads generating caches (online cores, at most 64)\n"
             "  --seed N           random seed (time)\n"
             "  --corrupt-check    alter one output before each check (tests the guard)\n"
             "  --help, --version\n");

@@ -21,6 +21,8 @@ Lengths (--dist): uniform (every request --seq-len); normal (FlashMLA's benchmar
 q_len); mix (one request in 16 of 8 x --seq-len, the others --seq-len / 16: a few long requests among many
 short ones).  Inputs: q and latent rows ~ N(0, 0.1^2) clamped to +-1, pages randomly permuted, page 64.
 
+--kernels adds, per shape, each kernel's mean duration in the decode graph and FlashMLA's (PyTorch's profiler).
+
 Ratios above 1 mean libmla is faster.  KV TB/s counts the cache bytes the lengths need; the fractions are of
 --read-roof (read-only streaming, TB/s) and --gemm-roof (dense BF16, TFLOP/s) measured on the same card.
 """
@@ -244,8 +246,9 @@ class FlashMLA:
         return lambda: fm.sparse_decode_fwd(pb.q, kv4, idx, None, None, m0, m1, None, None, None, 512, scale)
 
 
-def graph_time(body, calls, reps):
-    """Median over reps of one replay of a graph holding body(), over calls (us per call)."""
+def graph_time(body, calls, reps, kernels=None):
+    """Median over reps of one replay of a graph holding body(), over calls (us per call).  With kernels (a
+    list), three more replays run under PyTorch's profiler and the mean duration of each kernel is appended."""
     body()
     torch.cuda.synchronize()
     s = torch.cuda.Stream()
@@ -268,7 +271,26 @@ def graph_time(body, calls, reps):
         b.synchronize()
         ts.append(a.elapsed_time(b) * 1000 / calls)
     ts.sort()
+    if kernels is not None:
+        kernels.append(kernel_split(g))
     return ts[len(ts) // 2]
+
+
+def kernel_split(g, reps=3):
+    """Mean duration (us) of each kernel in replays of graph g, in order of first start.  A kernel launched
+    with programmatic dependent launch starts before its predecessor ends: its duration includes the wait."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            g.replay()
+        torch.cuda.synchronize()
+    evs = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+                  and "Memcpy" not in e.name and "Memset" not in e.name), key=lambda e: e.time_range.start)
+    dur = {}
+    for e in evs:
+        dur.setdefault(e.name.split("<")[0].split("(")[0].strip()[:48], []).append(
+            e.time_range.end - e.time_range.start)
+    return ", ".join(f"{k} {sum(v) / len(v):.1f}" for k, v in dur.items())
 
 
 def repeat(fn, n):
@@ -308,6 +330,8 @@ def main():
     ap.add_argument("--read-roof", type=float, default=4.48, help="read-only streaming rate, TB/s")
     ap.add_argument("--gemm-roof", type=float, default=790.0, help="dense BF16 rate, TFLOP/s")
     ap.add_argument("--json", help="write every number here")
+    ap.add_argument("--kernels", action="store_true",
+                    help="also print each kernel's mean duration in the decode and FlashMLA graphs")
     a = ap.parse_args()
     if a.preset:
         cases = PRESET
@@ -342,14 +366,15 @@ def main():
         call.schedule()
         cd2 = cos_diff(call.layer().float(), got)
         ok = ok and cd2 == 0.0
-        t_dec = graph_time(repeat(call.decode, a.calls), a.calls, a.reps)
+        split = [] if a.kernels else None
+        t_dec = graph_time(repeat(call.decode, a.calls), a.calls, a.reps, split)
 
         def step():
             call.schedule()
             for _ in range(a.calls):
                 call.layer()
         t_step = graph_time(step, a.calls, a.reps)
-        t_fm = graph_time(repeat(fm_run, a.calls), a.calls, a.reps)
+        t_fm = graph_time(repeat(fm_run, a.calls), a.calls, a.reps, split)
         t_sp = None
         if fmt == "ds_mla" and h in (64, 128) and q == 1:
             sp = fm.sparse(pb, kv)
@@ -370,6 +395,9 @@ def main():
         print(f"| {fmt_name} | {h} | {b} | {q} | {s} | {dist} | {t_dec:.1f}{mark} | {t_step:.1f} | {t_fm:.1f} | "
               f"{t_fm / t_dec:.2f} | {t_fm / t_step:.2f} | {sp_txt} | {tf:.0f} | {tb:.2f} | "
               f"{100 * tb / a.read_roof:.0f} | {100 * tf / a.gemm_roof:.0f} |", flush=True)
+        if split:
+            row["kernels_us"] = dict(libmla_decode=split[0], flashmla=split[1])
+            print(f"#   kernels, us: libmla decode: {split[0]}; FlashMLA: {split[1]}", flush=True)
         del pb, kv, sc, deq, ref
         torch.cuda.empty_cache()
     if a.json:

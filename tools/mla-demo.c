@@ -23,15 +23,6 @@ struct opts {
     int batch_set, seq_set, scale_set;
 };
 
-static void *xalloc(size_t bytes)
-{
-    void *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
-    if (!p) {
-        fprintf(stderr, "mla-demo: out of host memory (%zu bytes)\n", bytes);
-        exit(1);
-    }
-    return p;
-}
 
 static void die_status(const char *what, mla_status_t st, const mla_context_t *ctx)
 {
@@ -66,7 +57,7 @@ static mla_config_t *make_config(const struct opts *o)
  * would be), NaN in every row no request uses. */
 static void make_problem(struct problem *p, const struct opts *o, const mla_config_t *cfg)
 {
-    int32_t *lens = xalloc(sizeof(int32_t) * o->batch);
+    int32_t *lens = problem_xalloc("mla-demo", sizeof(int32_t) * o->batch);
     problem_draw_lens(lens, o->batch, o->seq_len,
                       o->varlen ? PROBLEM_LENS_NORMAL : PROBLEM_LENS_FIXED, o->q_len, o->seed);
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
@@ -76,13 +67,6 @@ static void make_problem(struct problem *p, const struct opts *o, const mla_conf
         exit(1);
     }
     free(lens);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -175,17 +159,17 @@ static int run_gpu(const struct opts *o, mla_context_t *gctx, mla_context_t *cpu
         die_status("device-side check", st ? st : dst, gctx);
 
     /* Check sampled requests against the CPU reference. */
-    uint16_t *out = xalloc(p->out_bytes);
-    float *lse = xalloc(p->lse_bytes);
+    uint16_t *out = problem_xalloc("mla-demo", p->out_bytes);
+    float *lse = problem_xalloc("mla-demo", p->lse_bytes);
     CK(devmem_dtoh(out, d_out, p->out_bytes));
     CK(devmem_dtoh(lse, d_lse, p->lse_bytes));
     int nreq = p->batch < o->sample ? p->batch : o->sample;
-    int *reqs = xalloc(sizeof(int) * nreq);
+    int *reqs = problem_xalloc("mla-demo", sizeof(int) * nreq);
     for (int i = 0; i < nreq; i++)
         reqs[i] = (int)((int64_t)i * p->batch / nreq);
     size_t orow = (size_t)p->q_len * p->heads * 512, lrow = (size_t)p->heads * p->q_len;
-    uint16_t *ref = xalloc(sizeof(uint16_t) * orow * nreq), *got = xalloc(sizeof(uint16_t) * orow * nreq);
-    float *lref = xalloc(sizeof(float) * lrow * nreq), *lgot = xalloc(sizeof(float) * lrow * nreq);
+    uint16_t *ref = problem_xalloc("mla-demo", sizeof(uint16_t) * orow * nreq), *got = problem_xalloc("mla-demo", sizeof(uint16_t) * orow * nreq);
+    float *lref = problem_xalloc("mla-demo", sizeof(float) * lrow * nreq), *lgot = problem_xalloc("mla-demo", sizeof(float) * lrow * nreq);
     if ((st = problem_cpu_reference(p, cpu, cfg, reqs, nreq, ref, lref))) {
         fprintf(stderr, "mla-demo: %s\n", problem_last_error());
         exit(1);
@@ -203,7 +187,7 @@ static int run_gpu(const struct opts *o, mla_context_t *gctx, mla_context_t *cpu
     CK(devmem_event_create(&e1));
     for (int i = 0; i < 3; i++)
         DECODE();
-    float *ms = xalloc(sizeof(float) * o->iters);
+    float *ms = problem_xalloc("mla-demo", sizeof(float) * o->iters);
     for (int i = 0; i < o->iters; i++) {
         CK(devmem_event_record(e0, s));
         if ((st = DECODE()))
@@ -238,18 +222,18 @@ static int run_gpu(const struct opts *o, mla_context_t *gctx, mla_context_t *cpu
 static int run_cpu(const struct opts *o, mla_context_t *cpu, const mla_config_t *cfg,
                    const struct problem *p)
 {
-    uint16_t *out = xalloc(p->out_bytes);
-    float *lse = xalloc(p->lse_bytes);
-    int *reqs = xalloc(sizeof(int) * p->batch);
+    uint16_t *out = problem_xalloc("mla-demo", p->out_bytes);
+    float *lse = problem_xalloc("mla-demo", p->lse_bytes);
+    int *reqs = problem_xalloc("mla-demo", sizeof(int) * p->batch);
     memset(out, 0xff, p->out_bytes);
     for (int i = 0; i < p->batch; i++)
         reqs[i] = i;
-    double t0 = now_s();
+    double t0 = problem_now_s();
     if (problem_cpu_reference(p, cpu, cfg, reqs, p->batch, out, lse)) {
         fprintf(stderr, "mla-demo: %s\n", problem_last_error());
         exit(1);
     }
-    double us = (now_s() - t0) * 1e6;
+    double us = (problem_now_s() - t0) * 1e6;
     /* The CPU backend is the reference: check that every output was
      * written, finite, and that LSE is +inf exactly where a row saw no key. */
     long bad = 0;

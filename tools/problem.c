@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "devmem.h"
 #include "fp8_codec.h"
@@ -40,6 +41,23 @@ static void *alloc_bytes(size_t bytes)
     if (!p)
         set_error("out of host memory (%zu bytes)", bytes);
     return p;
+}
+
+void *problem_xalloc(const char *prog, size_t bytes)
+{
+    void *p = alloc_bytes(bytes);
+    if (!p) {
+        fprintf(stderr, "%s: %s\n", prog, last_error);
+        exit(1);
+    }
+    return p;
+}
+
+double problem_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* ---- random numbers ---- */

@@ -143,4 +143,10 @@ mla_context_t *problem_open_gpu(int device, char *why, size_t why_len);
 /* Message of the last failure, "" if none. */
 const char *problem_last_error(void);
 
+/* For the tools' own buffers: 256-byte aligned host memory (bytes may be
+ * 0), or exit(1) with "PROG: out of host memory"; and a monotonic clock in
+ * seconds. */
+void *problem_xalloc(const char *prog, size_t bytes);
+double problem_now_s(void);
+
 #endif /* MLA_TOOLS_PROBLEM_H */

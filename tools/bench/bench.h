@@ -129,8 +129,6 @@ struct bench {
 
 /* ---- small helpers (util.c) ---- */
 
-void *xalloc(size_t bytes);
-double now_s(void);
 /* Sort us[n] and take its median, p10, p90 and (if tmin) minimum. */
 void summarize(double *us, int n, double *med, double *p10, double *p90, double *tmin);
 /* Median of x[n] (sorts it). */

@@ -9,7 +9,7 @@
 /* Fill in one shape's lengths and their statistics. */
 static void draw_shape_lens(struct shape *s, uint64_t seed)
 {
-    s->lens = xalloc(sizeof(int32_t) * (size_t)s->batch);
+    s->lens = problem_xalloc(PROG, sizeof(int32_t) * (size_t)s->batch);
     problem_draw_lens(s->lens, s->batch, s->seq, s->lens_dist, s->q_len, seed);
     double sum = 0;
     s->r.s_min = INT32_MAX;
@@ -72,7 +72,7 @@ int generate_group(struct bench *B, const struct shape *sh, int n, int first,
     int maxb = 0;
     for (int i = first; i < n && sh[i].group == sh[first].group; i++)
         maxb = sh[i].batch > maxb ? sh[i].batch : maxb;
-    int32_t *fill = xalloc(sizeof(int32_t) * (size_t)maxb);
+    int32_t *fill = problem_xalloc(PROG, sizeof(int32_t) * (size_t)maxb);
     memset(fill, 0, sizeof(int32_t) * (size_t)maxb);
     for (int i = first; i < n && sh[i].group == sh[first].group; i++)
         for (int b = 0; b < sh[i].batch; b++)
@@ -81,7 +81,7 @@ int generate_group(struct bench *B, const struct shape *sh, int n, int first,
     /* Append needs only format, page size and KV heads: h_q = h_kv. */
     mla_config_t *cfg = shape_config(&sh[first], sh[first].h_kv, err, sizeof(err));
     int rc = -1;
-    double t0 = now_s();
+    double t0 = problem_now_s();
     if (!cfg) {
         fprintf(stderr, PROG ": %s\n", err);
     } else if (problem_generate(base, cfg, maxb, fill, problem_hash(B->o->seed, 0xcac4e),
@@ -96,7 +96,7 @@ int generate_group(struct bench *B, const struct shape *sh, int n, int first,
                      "in %.1f s\n",
                 fmt_name(sh[first].format, sh[first].block, fn, sizeof(fn)), sh[first].page,
                 sh[first].h_kv, maxb, rows * sh[first].h_kv,
-                (base->kv_bytes + base->scale_bytes) / 1e6, now_s() - t0);
+                (base->kv_bytes + base->scale_bytes) / 1e6, problem_now_s() - t0);
         rc = 0;
     }
     mla_config_destroy(cfg);

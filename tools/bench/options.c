@@ -248,7 +248,7 @@ char *join_args(int argc, char **argv)
     size_t n = 1;
     for (int i = 0; i < argc; i++)
         n += 4 * strlen(argv[i]) + 3;
-    char *s = xalloc(n), *w = s;
+    char *s = problem_xalloc(PROG, n), *w = s;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         int plain = *a != '\0';

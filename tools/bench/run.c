@@ -57,15 +57,15 @@ static int degenerate(const struct problem *p, const uint16_t *ref, size_t n, co
 int check_sampled(struct bench *B, const struct problem *p, const mla_config_t *cfg,
                   uint16_t *out, const float *lse, struct result *r)
 {
-    double t0 = now_s();
+    double t0 = problem_now_s();
     int nreq = p->batch < B->o->check_requests ? p->batch : B->o->check_requests;
-    int *reqs = xalloc(sizeof(int) * (size_t)nreq);
+    int *reqs = problem_xalloc(PROG, sizeof(int) * (size_t)nreq);
     for (int i = 0; i < nreq; i++)
         reqs[i] = (int)((int64_t)i * p->batch / nreq);
     size_t orow = (size_t)p->q_len * p->heads * 512, lrow = (size_t)p->heads * p->q_len;
-    uint16_t *ref = xalloc(sizeof(uint16_t) * orow * nreq);
-    uint16_t *got = xalloc(sizeof(uint16_t) * orow * nreq);
-    float *lref = xalloc(sizeof(float) * lrow * nreq), *lgot = xalloc(sizeof(float) * lrow * nreq);
+    uint16_t *ref = problem_xalloc(PROG, sizeof(uint16_t) * orow * nreq);
+    uint16_t *got = problem_xalloc(PROG, sizeof(uint16_t) * orow * nreq);
+    float *lref = problem_xalloc(PROG, sizeof(float) * lrow * nreq), *lgot = problem_xalloc(PROG, sizeof(float) * lrow * nreq);
     int rc = 1;
     if (B->o->corrupt) /* --corrupt-check: show that the guard catches an error */
         out[orow * reqs[nreq - 1]] ^= 0x4000;
@@ -95,7 +95,7 @@ done:
     free(got);
     free(lref);
     free(lgot);
-    r->check_s = now_s() - t0;
+    r->check_s = problem_now_s() - t0;
     return rc;
 }
 
@@ -136,9 +136,9 @@ static mla_status_t cpu_call(const struct cpu_run *c)
 static mla_status_t cpu_time(const struct cpu_run *c, int n, double *us, int sched_only)
 {
     for (int i = 0; i < n; i++) {
-        double t0 = now_s();
+        double t0 = problem_now_s();
         mla_status_t st = sched_only ? cpu_schedule(c) : cpu_call(c);
-        us[i] = (now_s() - t0) * 1e6;
+        us[i] = (problem_now_s() - t0) * 1e6;
         if (st)
             return st;
     }
@@ -150,7 +150,7 @@ static void run_cpu_shape(struct bench *B, const struct problem *p, const mla_co
 {
     const struct opts *o = B->o;
     struct cpu_run c = {.p = p, .layers = o->layers};
-    double *us = xalloc(sizeof(double) * (size_t)o->iters), unused;
+    double *us = problem_xalloc(PROG, sizeof(double) * (size_t)o->iters), unused;
     mla_status_t st = mla_plan_create(&c.plan, B->cpu, cfg, p->batch, p->max_len);
     if (st) {
         fail_shape(r, "mla_plan_create: %s: %s", mla_status_string(st),
@@ -159,9 +159,9 @@ static void run_cpu_shape(struct bench *B, const struct problem *p, const mla_co
         return;
     }
     mla_plan_workspace_size(c.plan, &c.ws_bytes);
-    c.ws = xalloc(c.ws_bytes);
-    c.out = xalloc(p->out_bytes);
-    c.lse = xalloc(p->lse_bytes);
+    c.ws = problem_xalloc(PROG, c.ws_bytes);
+    c.out = problem_xalloc(PROG, p->out_bytes);
+    c.lse = problem_xalloc(PROG, p->lse_bytes);
     memset(c.out, 0xff, p->out_bytes);
     memset(c.lse, 0xff, p->lse_bytes);
     r->copies = r->copies_wanted = 1;
@@ -203,7 +203,7 @@ void run_shape(struct bench *B, struct shape *sh, int idx, const struct problem 
     struct problem p;
     memset(&p, 0, sizeof(p));
     char err[320];
-    double t0 = now_s();
+    double t0 = problem_now_s();
     uint64_t seed = B->o->seed;
     if (problem_subset(&p, base, sh->batch, sh->lens, problem_hash(seed, 2 * (uint64_t)idx + 1)) ||
         problem_make_q(&p, sh->q_len, sh->h_q, problem_hash(seed, 2 * (uint64_t)idx + 2))) {
@@ -212,7 +212,7 @@ void run_shape(struct bench *B, struct shape *sh, int idx, const struct problem 
         return;
     }
     problem_work(&p, sh->causal, &r->bytes, &r->flops, &r->keys);
-    r->gen_s = now_s() - t0;
+    r->gen_s = problem_now_s() - t0;
     mla_config_t *cfg = shape_config(sh, sh->h_q, err, sizeof(err));
     if (!cfg) {
         fail_shape(r, "%s", err);

@@ -91,10 +91,10 @@ static int time_calls(struct bench *B, int n, double *gpu_us, double *host_us,
     if (devmem_event_record(B->ev[0], B->stream))
         return -1;
     for (int i = 0; i < n; i++) {
-        double t0 = now_s();
+        double t0 = problem_now_s();
         *st = call(arg, i);
         if (host_us)
-            host_us[i] = (now_s() - t0) * 1e6;
+            host_us[i] = (problem_now_s() - t0) * 1e6;
         if (*st)
             return -1;
         if (devmem_event_record(B->ev[i + 1], B->stream))
@@ -180,7 +180,7 @@ static void time_graphs(struct bench *B, struct gpu_bufs *g, int first, struct r
     int per = g->layers ? g->layers : 1, cycle = g->nset / gcd(g->nset, per);
     int n = cycle < o->warmup + o->iters ? cycle : o->warmup + o->iters;
     devmem_graph_exec *exec = calloc((size_t)n, sizeof(*exec));
-    double *us = xalloc(sizeof(double) * (size_t)o->iters);
+    double *us = problem_xalloc(PROG, sizeof(double) * (size_t)o->iters);
     const char *why = exec ? NULL : "out of host memory", *detail = "";
     mla_status_t st = MLA_STATUS_SUCCESS;
     int made = 0;
@@ -301,13 +301,13 @@ static int guard(struct bench *B, const struct gpu_bufs *g, const mla_config_t *
     CK(devmem_stream_sync(g->s), g->layers ? "step" : "mla_decode");
     if (device_status_ok(g, r, ""))
         return -1;
-    uint16_t *out = xalloc(p->out_bytes), *last = NULL;
-    float *lse = xalloc(p->lse_bytes);
+    uint16_t *out = problem_xalloc(PROG, p->out_bytes), *last = NULL;
+    float *lse = problem_xalloc(PROG, p->lse_bytes);
     int rc = -1, l = (g->layers - 1) % g->nset;
     if (devmem_dtoh(out, g->set[0] + g->off_out, p->out_bytes) ||
         devmem_dtoh(lse, g->set[0] + g->off_lse, p->lse_bytes)) {
         fail_shape(r, "download: %s", devmem_last_error());
-    } else if (l > 0 && devmem_dtoh(last = xalloc(p->out_bytes), g->set[l] + g->off_out,
+    } else if (l > 0 && devmem_dtoh(last = problem_xalloc(PROG, p->out_bytes), g->set[l] + g->off_out,
                                     p->out_bytes)) {
         fail_shape(r, "download: %s", devmem_last_error());
     } else if (last && memcmp(out, last, p->out_bytes)) {
@@ -328,8 +328,8 @@ static int time_direct(struct bench *B, const struct gpu_bufs *g, struct result 
 {
     const struct opts *o = B->o;
     int per = g->layers ? g->layers : 1, rc = -1;
-    double *us = xalloc(sizeof(double) * (size_t)o->iters);
-    double *host = xalloc(sizeof(double) * (size_t)o->iters), unused;
+    double *us = problem_xalloc(PROG, sizeof(double) * (size_t)o->iters);
+    double *host = problem_xalloc(PROG, sizeof(double) * (size_t)o->iters), unused;
     mla_status_t st = MLA_STATUS_SUCCESS;
     struct call_ctx c = {.g = g, .first = 1};
     for (int i = 0; !st && i < o->warmup; i++)

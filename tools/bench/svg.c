@@ -138,8 +138,8 @@ struct plot {
 
 static void collect(struct plot *P, const struct shape *sh, int n)
 {
-    P->ser = xalloc(sizeof(int) * (size_t)(n ? n : 1));
-    P->keys = xalloc(sizeof(*P->keys) * (size_t)(n ? n : 1));
+    P->ser = problem_xalloc(PROG, sizeof(int) * (size_t)(n ? n : 1));
+    P->keys = problem_xalloc(PROG, sizeof(*P->keys) * (size_t)(n ? n : 1));
     P->nser = P->npts = 0;
     P->s_lo = P->t_lo = P->i_lo = P->f_lo = INFINITY;
     P->s_hi = P->t_hi = P->i_hi = P->f_hi = 0;
@@ -269,7 +269,7 @@ static void series(FILE *f, const struct plot *P, int s, const struct shape *sh,
     const char *col = palette[s % 10], *dash = dashes[(s / 10) % 3];
     /* Points of the series sorted by s_k (insertion order of the grid
      * already is, but do not rely on it). */
-    int *idx = xalloc(sizeof(int) * (size_t)n), m = 0;
+    int *idx = problem_xalloc(PROG, sizeof(int) * (size_t)n), m = 0;
     for (int i = 0; i < n; i++)
         if (P->ser[i] == s)
             idx[m++] = i;

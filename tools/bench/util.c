@@ -1,30 +1,12 @@
-/* util.c - mla-bench's small helpers: memory, clock, percentiles, names,
+/* util.c - mla-bench's small helpers: percentiles, names,
  * failure notes.
  * SPDX-License-Identifier: MIT */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench.h"
-
-void *xalloc(size_t bytes)
-{
-    void *p = aligned_alloc(256, (bytes + 255) / 256 * 256 + 256 * (bytes == 0));
-    if (!p) {
-        fprintf(stderr, PROG ": out of host memory (%zu bytes)\n", bytes);
-        exit(1);
-    }
-    return p;
-}
-
-double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int cmp_double(const void *a, const void *b)
 {

@@ -302,13 +302,6 @@ MLA_DEV int ld_volatile_s32(const int32_t *p)
     return v;
 }
 
-MLA_DEV long long ld_volatile_s64(const void *p)
-{
-    long long v;
-    asm volatile("ld.global.s64 %0, [%1];" : "=l"(v) : "l"(p));
-    return v;
-}
-
 MLA_DEV int4 ld_volatile_v4(const void *p)
 {
     int4 v;

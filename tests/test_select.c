@@ -256,7 +256,9 @@ START_TEST(table)
             ck_assert_str_ne(v->name, mla__variants[b].name);
             ck_assert_str_ne(v->symbol, mla__variants[b].symbol);
         }
-        ck_assert_int_eq(v->threads, MLA_DECODE_THREADS);
+        /* The wide BF16 kernel alone has no converter warpgroup. */
+        ck_assert_int_eq(v->threads,
+                         a == MLA_V_WIDE_BF16 ? MLA_HOPPER_BF16_THREADS : MLA_DECODE_THREADS);
         ck_assert(v->cluster >= 1 && v->heads_multiple >= 1 && v->block_m >= 1);
         if (v->layout == MLA_LAYOUT_PORTABLE) {
             ck_assert_int_eq(strncmp(v->symbol, "mla_decode_", 11), 0);

@@ -203,6 +203,12 @@ struct mla_append_params {
  *               when it saw no key
  */
 #define MLA_DECODE_THREADS 512 /* warps 0-7 MMA, 8-11 convert, 12 load, 13-15 idle */
+/* mla_hopper_decode_bf16 alone: warps 0-7 MMA, 8 load, 9-11 idle.  BF16
+ * tiles need no converter warpgroup (the consumers load Q), and at 384
+ * threads a thread starts with 168 registers instead of 128: ptxas checks
+ * each wgmma against that entry count, and P V over a warpgroup's 256
+ * columns in one m64n256k16 (128 accumulators) does not fit 128. */
+#define MLA_HOPPER_BF16_THREADS 384
 /* 256: the cutting CTA's steps are scans and barriers over its warps;
  * at 512 threads the scheduler took 1.4-1.6 us longer (H200, h128 b1 to
  * b132; 128 threads: as fast at small batches, slower at b132). */
@@ -274,7 +280,8 @@ MLA_HD uint32_t mla_decode_smem_bytes(int32_t fmt, int32_t block_n, int32_t stag
  * f in {bf16, e4m3, dsmla}, struct mla_hopper_params.
  *   Same grid, block, PDL behaviour and workspace contract as
  *   mla_decode_<f>_n64, with block_n 64 and num_stages 2 (the scheduler's
- *   tiles are the same); dynamic smem MLA_HOPPER_SMEM_BYTES.
+ *   tiles are the same), but block MLA_HOPPER_BF16_THREADS (384) for
+ *   mla_hopper_decode_bf16; dynamic smem MLA_HOPPER_SMEM_BYTES.
  *   Needs page_size >= 64 (a KV tile is 64 consecutive rows of one page,
  *   one TMA box per 64 columns), num_pages * page_size < 2^31, and for
  *   E4M3 with block scales h_kv == 1 and 16-byte aligned scales (one bulk

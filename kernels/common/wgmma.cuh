@@ -1,7 +1,7 @@
 /*
  * wgmma.cuh - Hopper warpgroup MMA (sm_90a): shared-memory matrix
- * descriptors for 128-byte-swizzled BF16 tiles and the two wgmma shapes
- * the decode kernel issues.  All four warps of a warpgroup execute each of
+ * descriptors for 128-byte-swizzled BF16 tiles and the wgmma shapes the
+ * decode kernels issue.  All four warps of a warpgroup execute each of
  * these together (converged, same operands).
  *
  * Tile layout (what TMA SWIZZLE_128B writes and wgmma reads): a matrix of
@@ -187,7 +187,8 @@ MLA_DEV void wgmma_m64n16_rs(float (&d)[2][4], const uint32_t (&a)[4], uint64_t 
 /* d (+)= A[64 x 16] B[16 x 128]: A K-major, B MN-major (imm-trans-b) in
  * shared memory (P V); d is columns [8 NT0, 8 NT0 + 128) of a wider
  * accumulator.  (ptxas checks one instruction's registers against the
- * kernel's entry limit, 128 at 512 threads, so n256 does not assemble.) */
+ * kernel's entry limit, 128 at 512 threads, so the kernels of 512 threads
+ * cannot use the m64n256 forms below and issue two of these instead.) */
 template <int NT0>
 MLA_DEV void wgmma_m64n128_ss_tb(float (&d)[32][4], uint64_t da, uint64_t db, uint32_t accumulate)
 {
@@ -211,6 +212,44 @@ MLA_DEV void wgmma_m64n128_rs_tb(float (&d)[32][4], const uint32_t (&a)[4], uint
                  MLA_WGMMA_D128_REGS
                  "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n\t}"
         : MLA_WGMMA_ACC128(d, NT0)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+}
+
+/* The 128 accumulator operands of an m64n256 wgmma, %0 .. %127 in the
+ * instruction string. */
+#define MLA_WGMMA_D256_REGS                                                                \
+    MLA_WGMMA_D128_REGS ", "                                                               \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "     \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "     \
+    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, "     \
+    "%110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, "       \
+    "%123, %124, %125, %126, %127"
+
+/* d (+)= A[64 x 16] B[16 x 256]: A K-major, B MN-major (imm-trans-b) in
+ * shared memory (P V over a warpgroup's 256 columns: four 64-column
+ * chunks, the descriptor's lbo apart); d is the whole accumulator.  Only
+ * in kernels whose entry limit holds the 128 accumulators and the
+ * operands (384 threads: 168 registers; see above). */
+MLA_DEV void wgmma_m64n256_ss_tb(float (&d)[32][4], uint64_t da, uint64_t db, uint32_t accumulate)
+{
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %130, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+                 MLA_WGMMA_D256_REGS
+                 "}, %128, %129, p, 1, 1, 0, 1;\n\t}"
+        : MLA_WGMMA_ACC128(d, 0), MLA_WGMMA_ACC128(d, 16)
+        : "l"(da), "l"(db), "r"(accumulate));
+}
+
+/* The same with A in registers (as wgmma_m64n128_rs_tb); A must not
+ * change until the wgmma has retired. */
+MLA_DEV void wgmma_m64n256_rs_tb(float (&d)[32][4], const uint32_t (&a)[4], uint64_t db,
+                                 uint32_t accumulate)
+{
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %133, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+                 MLA_WGMMA_D256_REGS
+                 "}, {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n\t}"
+        : MLA_WGMMA_ACC128(d, 0), MLA_WGMMA_ACC128(d, 16)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
 }
 

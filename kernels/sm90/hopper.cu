@@ -26,6 +26,12 @@
  *   warps 8-11  converter warpgroup: Q, then (wide FP8) FP8 -> BF16
  *               (hopper_convert.cuh);
  *   warp 12     loader, one elected lane (hopper_load.cuh).
+ * mla_hopper_decode_bf16 has 384 threads and no converter
+ * (MLA_HOPPER_BF16_THREADS; its P V wgmmas are m64n256, which need more
+ * than the 128 registers a thread of 512 starts with):
+ *   warps 0-7   two consumer warpgroups, which also load Q;
+ *   warp 8      loader, one elected lane; warps 9-11 only complete its
+ *               warpgroup.
  *
  * Wide/narrow BF16 stage (73728 bytes, 9 chunks of 64 rows x 128 bytes,
  * the swizzled layout of wgmma.cuh): BF16 TMA writes all 9 chunks
@@ -52,7 +58,8 @@
  *   converted    pairs: 128 local arrivals, one of them with expect_tx of
  *                the other CTA's half of the group (4096 bytes a chunk),
  *                completed by its bulk copies.
- *   q            128: converter warpgroup threads after writing Q.
+ *   q            128: converter warpgroup threads after writing Q
+ *                (mla_hopper_decode_bf16: 256, the consumer threads).
  *   to_wg1/to_wg0 128 (wide BF16): one consumer warpgroup handing its
  *                running maximum (and P) to the other, once per tile pair.
  *   sums         256 (wide): the consumers' row sums exchanged, used once.
@@ -82,16 +89,26 @@
 namespace mla {
 namespace hopper {
 
-/* Registers per thread of each role; 2 x consumers + converter + loader =
- * 4 x 128, the entry allocation of 512 threads.  The converter warpgroup
- * holds a few FP8 rows at a time (wide FP8) or only writes Q (narrow
- * FP8, whose consumers convert in registers and get its share). */
-template <bool CVT_LIGHT>
+/* Registers per thread of each role.  They add up to the block's entry
+ * allocation, which setmaxnreg.inc waits for (asking more would never
+ * return): 512 threads, 2 x consumers + converter + loader = 4 x 128; the
+ * converter warpgroup holds a few FP8 rows at a time (wide FP8) or only
+ * writes Q (narrow FP8, whose consumers convert in registers and get its
+ * share).  384 threads (no converter), 2 x consumers + loader = 3 x 168:
+ * the loader's warpgroup keeps the 40 its code runs in in the other
+ * kernels, the consumers get the rest. */
+template <int FMT, bool NARROW, bool PAIR>
 struct RegsT {
-    static constexpr int kConsumer = CVT_LIGHT ? 216 : 208;
-    static constexpr int kCvt = CVT_LIGHT ? 40 : 56;
+    static constexpr bool kCvtLight = kFp8Direct<FMT, NARROW>;
+    static constexpr bool kNoCvt = kNoConverter<FMT, NARROW, PAIR>;
+    static constexpr int kConsumer = kNoCvt ? 232 : kCvtLight ? 216 : 208;
+    static constexpr int kCvt = kNoCvt ? 0 : kCvtLight ? 40 : 56;
     static constexpr int kLoad = 40;
-    static_assert(2 * kConsumer + kCvt + kLoad == 512, "register budget");
+    static constexpr uint32_t kBlock = kThreads<FMT, NARROW, PAIR>;
+    static_assert(kBlock == (kNoCvt ? 3u : 4u) * 128u,
+                  "warpgroups: two consumers, the converter, the loader's");
+    static_assert(2 * kConsumer + kCvt + kLoad == (int)kBlock / 128 * entry_regs(kBlock),
+                  "register budget");
 };
 
 /* The wide kernels whose consumers take alternate tiles (hopper_seesaw.cuh):
@@ -125,7 +142,8 @@ MLA_DEV void init_barriers(const Cta &c)
     if (kSeesaw<FMT, PAIR> && PAIR)
         for (uint32_t s = 0; s < kStages; s++)
             mbar_init(sent_bar(c.bars, s), 1);
-    mbar_init(c.bars + kBarQ, 128);
+    /* q: the converter warpgroup, or both consumer warpgroups without it. */
+    mbar_init(c.bars + kBarQ, kNoConverter<FMT, NARROW, PAIR> ? 256u : 128u);
     fence_mbar_init();
 }
 
@@ -133,7 +151,7 @@ template <int FMT, bool NARROW, bool PAIR = false>
 MLA_DEV void decode(const mla_hopper_params &hp)
 {
     static_assert(!PAIR || (FMT == MLA_FMT_FP8_E4M3 && !NARROW), "the pair kernel is wide E4M3");
-    using R = RegsT<kFp8Direct<FMT, NARROW>>;
+    using R = RegsT<FMT, NARROW, PAIR>;
     const mla_decode_params &p = hp.p;
     griddep_wait(); /* the schedule; Q, the cache */
     if (!launch_matches<FMT, NARROW, PAIR>(p))
@@ -174,6 +192,14 @@ MLA_DEV void decode(const mla_hopper_params &hp)
             WideConsumer<FMT> cons(p, c, warp >> 2, warp & 3u, lane);
             cons.run();
         }
+    } else if constexpr (kNoConverter<FMT, NARROW, PAIR>) {
+        /* Warps 8-11 (the setmaxnreg of a warpgroup is executed by all
+         * four warps): warp 8 loads. */
+        setmaxnreg_dec<R::kLoad>();
+        if (warp == 8 && elect_one()) {
+            setup<FMT, NARROW, PAIR>(p, c);
+            load_role<FMT, NARROW, PAIR>(hp, c);
+        }
     } else if (warp < 12) {
         setmaxnreg_dec<R::kCvt>();
         setup<FMT, NARROW, PAIR>(p, c);
@@ -193,7 +219,7 @@ MLA_DEV void decode(const mla_hopper_params &hp)
 } /* namespace mla */
 
 #define MLA_HOPPER_KERNEL(name, fmt, narrow)                                                    \
-    extern "C" __global__ void __launch_bounds__(MLA_DECODE_THREADS, 1)                         \
+    extern "C" __global__ void __launch_bounds__(mla::hopper::kThreads<fmt, narrow, false>, 1)  \
         name(const __grid_constant__ mla_hopper_params hp)                                      \
     {                                                                                           \
         mla::hopper::decode<fmt, narrow, false>(hp);                                            \
@@ -207,8 +233,9 @@ MLA_HOPPER_KERNEL(mla_hopper_narrow_e4m3, MLA_FMT_FP8_E4M3, true)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_dsmla, MLA_FMT_FP8_DS_MLA, true)
 
 /* The 2-CTA pair: clusters of the M tiles 2k, 2k + 1. */
-extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(MLA_DECODE_THREADS, 1)
-    mla_hopper_pair_e4m3(const __grid_constant__ mla_hopper_params hp)
+extern "C" __global__ void __cluster_dims__(2, 1, 1)
+    __launch_bounds__(mla::hopper::kThreads<MLA_FMT_FP8_E4M3, false, true>, 1)
+        mla_hopper_pair_e4m3(const __grid_constant__ mla_hopper_params hp)
 {
     mla::hopper::decode<MLA_FMT_FP8_E4M3, false, true>(hp);
 }

@@ -71,7 +71,10 @@ MLA_DEV void release_stage(const Cta &c, const PipeState &st, uint32_t tid)
 
 /* Queue O[:, 256 wg .. 256 wg + 255] += P V for the wide tile at stg, P
  * (bf16, 64 rows x 64 keys, K-major) in the tile's chunk 8, V read
- * N-major from chunks 4 wg ..; one commit group. */
+ * N-major from chunks 4 wg .. 4 wg + 3 (kChunk apart: the descriptor's
+ * lbo); one commit group.  N256: one m64n256 wgmma a k-step (kernels of
+ * 384 threads), else two m64n128. */
+template <bool N256 = false>
 MLA_DEV void pv_chunk8(float (&o)[32][4], uint32_t stg, uint32_t wg)
 {
     const uint64_t pa = wg_desc(stg + 8u * kChunk, 16u, 1024u);
@@ -80,8 +83,12 @@ MLA_DEV void pv_chunk8(float (&o)[32][4], uint32_t stg, uint32_t wg)
 #pragma unroll
     for (uint32_t ks = 0; ks < 4; ks++) {
         const uint64_t da = wg_desc_add(pa, 32u * ks);
-        wgmma_m64n128_ss_tb<0>(o, da, wg_desc_add(vb, 2048u * ks), 1u);
-        wgmma_m64n128_ss_tb<16>(o, da, wg_desc_add(vb, 2u * kChunk + 2048u * ks), 1u);
+        if constexpr (N256) {
+            wgmma_m64n256_ss_tb(o, da, wg_desc_add(vb, 2048u * ks), 1u);
+        } else {
+            wgmma_m64n128_ss_tb<0>(o, da, wg_desc_add(vb, 2048u * ks), 1u);
+            wgmma_m64n128_ss_tb<16>(o, da, wg_desc_add(vb, 2u * kChunk + 2048u * ks), 1u);
+        }
     }
     wg_commit();
     wg_hold(o); /* o stays in these registers until the wait */

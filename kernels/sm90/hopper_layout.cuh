@@ -45,7 +45,7 @@ constexpr int kGroups = 3;
 struct Bars {
     uint64_t loaded[MLA_NARROW8_STAGES_E4M3_MAX]; /* TMA of a stage */
     uint64_t free[MLA_NARROW8_STAGES_E4M3_MAX];   /* consumers are done with a stage */
-    uint64_t q;                                   /* the converter warpgroup wrote Q */
+    uint64_t q;                                   /* Q is written (converter or consumers) */
     /* Wide FP8: chunk group g of stage s is converted.  Narrow FP8
      * converts nothing and keeps two words of the Q tile here: the
      * writers' maxima (4 words) at qmax, the factor that undoes the f16
@@ -82,6 +82,27 @@ constexpr uint32_t kNbMax = 1, kNbP = 2, kNbTail = 3, kNbCvt = 4, kNbSum = 5, kN
 /* The narrow FP8 layout: consumers convert in registers (hopper_narrow_fp8.cuh). */
 template <int FMT, bool NARROW>
 constexpr bool kFp8Direct = NARROW && FMT != MLA_FMT_BF16;
+/* The wide BF16 kernel has no converter warpgroup (its tiles land as
+ * wgmma reads them; its consumers load Q) and runs with 384 threads, so
+ * that ptxas takes its m64n256 P V wgmmas (mla_params.h); the others run
+ * with 512. */
+template <int FMT, bool NARROW, bool PAIR>
+constexpr bool kNoConverter = FMT == MLA_FMT_BF16 && !NARROW && !PAIR;
+template <int FMT, bool NARROW, bool PAIR>
+constexpr uint32_t kThreads =
+    kNoConverter<FMT, NARROW, PAIR> ? MLA_HOPPER_BF16_THREADS : MLA_DECODE_THREADS;
+/* Registers a thread holds at the entry of a kernel of `threads` threads
+ * (one block an SM: the 64 K register file, in units of 8): what ptxas
+ * checks each instruction against, and what the setmaxnreg budgets of a
+ * block's warpgroups add up to. */
+constexpr int entry_regs(uint32_t threads)
+{
+    return (int)(65536u / threads) & ~7;
+}
+static_assert(entry_regs(MLA_DECODE_THREADS) == 128 &&
+                  entry_regs(MLA_HOPPER_BF16_THREADS) == 168,
+              "entry register counts");
+
 /* A narrow FP8 tile lands row-major in the stage by bulk copies (one with
  * a single KV head, whose rows are contiguous; else one per row),
  * kFp8RowPitch bytes a row (E4M3's 576, DS_MLA's 656 with the scales at

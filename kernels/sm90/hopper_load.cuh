@@ -1,7 +1,8 @@
 /*
  * hopper_load.cuh - the producer side of the sm_90a kernels: the loader
  * (one elected lane issuing TMA boxes through the block table) and the Q
- * tile the converter warpgroup fills before its first tile.
+ * tile, filled by the converter warpgroup before its first tile (by the
+ * consumers in the wide BF16 kernel, which has no converter).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -124,17 +125,19 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
 /* Q rows 0 .. nrows - 1 (64, or 16 in the narrow layout) of this M tile
  * into the swizzled Q tile (chunks of c.qchunk bytes); rows past rows_here
  * are zeros (their scores are never used, but must not be NaN garbage
- * inside the MMA).  nrows x 72 granules of 16 bytes, up to 36 per thread
- * of the converter warpgroup, all in flight at once as cp.async copies
- * (through registers, 56 a thread allow six at a time: six round trips to
- * memory, most of a short CTA's start).  The caller waits for them
- * (cp_async_wait_all). */
-MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid, int nrows)
+ * inside the MMA).  nrows x 72 granules of 16 bytes, by threads tid = 0
+ * .. nthreads - 1 (the converter warpgroup: up to 36 a thread; the wide
+ * BF16 kernel's two consumer warpgroups: 18), all in flight at once as
+ * cp.async copies (through registers, the converter's 56 a thread allow
+ * six at a time: six round trips to memory, most of a short CTA's
+ * start).  The caller waits for them (cp_async_wait_all). */
+MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid, int nrows,
+                    uint32_t nthreads = 128u)
 {
     const uint8_t *q = (const uint8_t *)p.q;
     const uint32_t n = 72u * (uint32_t)nrows;
 #pragma unroll 4
-    for (uint32_t i = tid; i < n; i += 128u) {
+    for (uint32_t i = tid; i < n; i += nthreads) {
         const uint32_t r = i / 72u, gi = i % 72u;
         const bool live = (int)r < c.rows_here;
         const uint8_t *src = live ? q + q_row_index(p, c, (int)r) * (MLA_D_QK * 2) + gi * 16u : q;

@@ -29,6 +29,11 @@
  * phase per pair; each side writes its next value only after it waited
  * for the other's, so one word per row and side suffices).
  *
+ * The BF16 kernel has no converter warpgroup (384 threads, hopper.cu):
+ * both warpgroups load the Q tile first, and each P V k-step is one
+ * m64n256k16 over the warpgroup's 256 columns, which the entry limit of
+ * 168 registers admits (at 512 threads, 128, it takes two m64n128k16).
+ *
  * E4M3 tiles of the 2-CTA pair kernels take the same consumers: the
  * converters of both CTAs write BF16 in the same layout, with rows past
  * the length as zeros, and a tile is ready when its three converted
@@ -47,6 +52,7 @@
 
 #include "hopper_layout.cuh"
 #include "hopper_consume.cuh"
+#include "hopper_load.cuh"
 #include "hopper_convert.cuh"
 #include "wgmma.cuh"
 #include "softmax.cuh"
@@ -74,6 +80,11 @@ template <int FMT, bool PAIR>
 struct SeesawConsumer {
     static_assert(FMT != MLA_FMT_FP8_DS_MLA, "DS_MLA's RoPE scores need more registers");
     static_assert(PAIR == (FMT == MLA_FMT_FP8_E4M3), "E4M3 tiles come from the pair converters");
+    /* No converter (BF16): 384 threads, whose entry limit takes the
+     * m64n256 P V wgmmas; the consumers load Q themselves. */
+    static constexpr bool kN256 = kNoConverter<FMT, false, PAIR>;
+    static_assert(!kN256 || entry_regs(kThreads<FMT, false, PAIR>) > 128,
+                  "m64n256 takes more than 128 registers at entry");
     const mla_decode_params &p;
     const Cta &c;
     uint32_t wg, g, tq, tid;
@@ -207,22 +218,29 @@ struct SeesawConsumer {
     }
 
     /* Queue O += P V over this WG's 256 columns of the tile in stage
-     * `stage`, P from pf; one commit group. */
+     * `stage`, P from pf; one commit group.  V is chunks 4 wg .. 4 wg + 3,
+     * kChunk apart (the descriptor's lbo): one m64n256 a k-step in the
+     * BF16 kernel, two m64n128 in the pair kernel (512 threads). */
     MLA_DEV void pv_own(uint32_t stage)
     {
         const uint64_t vb = wg_desc(c.stage(stage) + wg * 4u * kChunk, kChunk, 1024u);
         wg_fence();
 #pragma unroll
         for (uint32_t ks = 0; ks < 4; ks++) {
-            wgmma_m64n128_rs_tb<0>(o, pf[ks], wg_desc_add(vb, 2048u * ks), 1u);
-            wgmma_m64n128_rs_tb<16>(o, pf[ks], wg_desc_add(vb, 2u * kChunk + 2048u * ks), 1u);
+            if constexpr (kN256) {
+                wgmma_m64n256_rs_tb(o, pf[ks], wg_desc_add(vb, 2048u * ks), 1u);
+            } else {
+                wgmma_m64n128_rs_tb<0>(o, pf[ks], wg_desc_add(vb, 2048u * ks), 1u);
+                wgmma_m64n128_rs_tb<16>(o, pf[ks], wg_desc_add(vb, 2u * kChunk + 2048u * ks),
+                                        1u);
+            }
         }
         wg_commit();
         wg_hold(o);
     }
 
     /* The same with the other WG's P from chunk 8 of the stage. */
-    MLA_DEV void pv_shared(uint32_t stage) { pv_chunk8(o, c.stage(stage), wg); }
+    MLA_DEV void pv_shared(uint32_t stage) { pv_chunk8<kN256>(o, c.stage(stage), wg); }
 
     /* Wait for every wgmma of this WG and free stage st. */
     MLA_DEV void retire(const PipeState &st)
@@ -234,6 +252,14 @@ struct SeesawConsumer {
 
     MLA_DEV void run()
     {
+        if constexpr (kNoConverter<FMT, false, PAIR>) {
+            /* Both warpgroups load the Q tile, as the converter does in
+             * the other kernels (barrier q: 256 arrivals). */
+            load_q(p, c, tid, MLA_BLOCK_M, 256u);
+            cp_async_wait_all();
+            fence_proxy_async(); /* wgmma reads the tile through the async proxy */
+            mbar_arrive(c.bars + kBarQ);
+        }
         mbar_wait(c.bars + kBarQ, 0);
         const uint32_t to1 = c.bars + kBarToWg1, to0 = c.bars + kBarToWg0;
         PipeState sa, sb;

@@ -77,17 +77,25 @@ struct Shared {
     int npieces;
 };
 
+/* Inclusive prefix sum of v over the warp. */
+template <class T>
+MLA_DEV T warp_scan(T v)
+{
+    const int lane = (int)(threadIdx.x & 31u);
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const T y = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o)
+            v += y;
+    }
+    return v;
+}
+
 /* Exclusive prefix sum of v over the CTA, and the total. */
 MLA_DEV long long block_scan(long long v, Shared &sh, long long &total)
 {
     const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
-    long long x = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const long long y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o)
-            x += y;
-    }
+    const long long x = warp_scan(v);
     if (lane == 31)
         sh.warp_sum[warp] = x;
     __syncthreads();
@@ -166,6 +174,11 @@ MLA_DEV int bucket(int tiles, float scale)
     return kBuckets - 1 - (k < kBuckets - 1 ? k : kBuckets - 1);
 }
 
+MLA_DEV float bucket_scale(int maxp)
+{
+    return (float)kBuckets / ((float)maxp + 1.0f);
+}
+
 /* Pieces of a request under the rule, without walking them. */
 MLA_DEV int count_pieces(const Rule &rule, long long c0, int nt, int cost, int min_tiles)
 {
@@ -176,11 +189,38 @@ MLA_DEV int count_pieces(const Rule &rule, long long c0, int nt, int cost, int m
     return k2 >= k1 ? (int)(k2 - k1) + 2 : 1;
 }
 
-/* The equal-split candidates' statistics over the CTA (warp shuffles,
- * then 16 threads over the warps' results). */
-MLA_DEV void reduce_stats(Stats &s, Shared &sh)
+/* The equal-split candidates: piece sizes c of about the step's tiles
+ * over r + 1 waves of slots (never under min_piece_tiles), and their
+ * statistics, empty. */
+MLA_DEV void candidates(const mla_decode_params &p, long long tiles, float (&cr)[kRounds],
+                        Stats &s)
 {
-    const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
+#pragma unroll
+    for (int r = 0; r < kRounds; r++) {
+        const float c = (float)tiles / (float)((long long)(r + 1) * p.parts);
+        cr[r] = c > (float)p.min_piece_tiles ? c : (float)p.min_piece_tiles;
+        s.pieces[r] = s.split[r] = 0;
+        s.maxp[r] = 0;
+        s.minp[r] = 0x7fffffff;
+    }
+}
+
+/* Adds a request of nt > 0 tiles to the candidates' statistics. */
+MLA_DEV void add_request(Stats &s, int nt, const float (&cr)[kRounds], int min_tiles)
+{
+#pragma unroll
+    for (int r = 0; r < kRounds; r++) {
+        const int n = pieces_of(nt, cr[r], min_tiles);
+        s.pieces[r] += n;
+        s.split[r] += n > 1 ? n : 0;
+        s.maxp[r] = max(s.maxp[r], (nt + n - 1) / n);
+        s.minp[r] = min(s.minp[r], nt / n);
+    }
+}
+
+/* The statistics over the warp, in every lane. */
+MLA_DEV void warp_stats(Stats &s)
+{
 #pragma unroll
     for (int r = 0; r < kRounds; r++)
 #pragma unroll
@@ -190,6 +230,14 @@ MLA_DEV void reduce_stats(Stats &s, Shared &sh)
             s.maxp[r] = max(s.maxp[r], __shfl_xor_sync(0xffffffffu, s.maxp[r], o));
             s.minp[r] = min(s.minp[r], __shfl_xor_sync(0xffffffffu, s.minp[r], o));
         }
+}
+
+/* The statistics over the CTA (warp_stats, then 16 threads over the
+ * warps' results). */
+MLA_DEV void reduce_stats(Stats &s, Shared &sh)
+{
+    const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
+    warp_stats(s);
     if (lane == 0)
         sh.warp_stats[warp] = s;
     __syncthreads();
@@ -215,19 +263,20 @@ MLA_DEV void reduce_stats(Stats &s, Shared &sh)
 }
 
 /*
- * Thread 0: the rule whose estimated greedy schedule on p.parts slots is
- * shortest.  Equal splits over r waves, where they make pieces of about
- * one size: the largest piece, the work spread evenly, whole rounds of
- * the smallest pieces; parts: a share and about two pieces' fixed cost a
- * slot.  Parts always fit the grid and the partial slots (at most batch +
- * parts - 1 pieces, 2 (parts - 1) split); an equal split only where it
- * does.  (A greedy simulation of FlashMLA's benchmark lengths at 128
- * requests: equal splits 292 tile-times, parts 267, 245 ideal.)
+ * The rule whose estimated greedy schedule on p.parts slots is shortest,
+ * from the candidates' statistics t over the step's requests; maxp_out:
+ * its largest piece, for the buckets.  Equal splits over r waves, where
+ * they make pieces of about one size: the largest piece, the work spread
+ * evenly, whole rounds of the smallest pieces; parts: a share and about
+ * two pieces' fixed cost a slot.  Parts always fit the grid and the
+ * partial slots (at most batch + parts - 1 pieces, 2 (parts - 1) split);
+ * an equal split only where it does.  (A greedy simulation of FlashMLA's
+ * benchmark lengths at 128 requests: equal splits 292 tile-times, parts
+ * 267, 245 ideal.)
  */
-MLA_DEV void choose_rule(const mla_decode_params &p, Shared &sh, long long tiles,
-                         long long cost_total, const float (&cr)[kRounds])
+MLA_DEV Rule choose_rule(const mla_decode_params &p, const Stats &t, long long tiles,
+                         long long cost_total, const float (&cr)[kRounds], int &maxp_out)
 {
-    const Stats &t = sh.stats;
     const int cost = p.piece_cost;
     Rule rule;
     rule.parts = true;
@@ -255,8 +304,32 @@ MLA_DEV void choose_rule(const mla_decode_params &p, Shared &sh, long long tiles
             maxp = t.maxp[r];
         }
     }
-    sh.rule = rule;
-    sh.maxp = maxp;
+    maxp_out = maxp;
+    return rule;
+}
+
+/* The header, last (bad: a bad length or, when alone, entry). */
+MLA_DEV void write_header(const mla_decode_params &p, bool bad, int npieces, int ncombine)
+{
+    mla_ws_header *h = ws_header(p);
+    h->status = bad ? (int32_t)MLA_STATUS_OUT_OF_BOUNDS : 0;
+    h->plan_tag = p.plan_tag;
+    h->num_pieces = npieces;
+    h->block_table = p.block_table;
+    h->num_pages = p.num_pages;
+    h->max_pages_per_seq = p.max_pages_per_seq;
+    h->num_combine = ncombine;
+    h->magic = MLA_WS_MAGIC;
+}
+
+/* Whether request b's block-table entries hold a bad one (the lanes of a
+ * warp together), its length read from seq_lens; none for a bad length,
+ * which CTA 0 reports. */
+MLA_DEV bool request_bad_pages(const mla_decode_params &p, int b, long long limit,
+                               uint32_t lane)
+{
+    const int len = ((const int32_t *)p.seq_lens)[b];
+    return len >= 0 && len <= limit && bad_pages(p, b, len, lane);
 }
 
 /* CTA 0: lengths, pieces, header; the block table too when alone. */
@@ -313,33 +386,18 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
     /* 2: the equal-split candidates, and the rule. */
     float cr[kRounds];
     Stats s;
-#pragma unroll
-    for (int r = 0; r < kRounds; r++) {
-        const float c = (float)total_tiles / (float)((long long)(r + 1) * p.parts);
-        cr[r] = c > (float)min_tiles ? c : (float)min_tiles;
-        s.pieces[r] = s.split[r] = 0;
-        s.maxp[r] = 0;
-        s.minp[r] = 0x7fffffff;
-    }
+    candidates(p, total_tiles, cr, s);
     for (int b = lo; b < hi; b++) {
         const int nt = ceil_tiles(len_of(b), bn);
-        if (!nt)
-            continue;
-#pragma unroll
-        for (int r = 0; r < kRounds; r++) {
-            const int n = pieces_of(nt, cr[r], min_tiles);
-            s.pieces[r] += n;
-            s.split[r] += n > 1 ? n : 0;
-            s.maxp[r] = max(s.maxp[r], (nt + n - 1) / n);
-            s.minp[r] = min(s.minp[r], nt / n);
-        }
+        if (nt)
+            add_request(s, nt, cr, min_tiles);
     }
     reduce_stats(s, sh);
     if (tid == 0)
-        choose_rule(p, sh, total_tiles, total_line, cr);
+        sh.rule = choose_rule(p, sh.stats, total_tiles, total_line, cr, sh.maxp);
     __syncthreads();
     const Rule rule = sh.rule;
-    const float scale = (float)kBuckets / ((float)sh.maxp + 1.0f);
+    const float scale = bucket_scale(sh.maxp);
 
     /* 3: split slots by prefix sum, sizes by histogram, then the pieces. */
     int split = 0;
@@ -358,12 +416,7 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
     int slot = (int)block_scan(split, sh, nsplit); /* its syncs order hist */
     if (tid < 32) { /* kBuckets == 32: one warp's exclusive scan */
         const int v = sh.hist[tid];
-        int x = v;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int y = __shfl_up_sync(0xffffffffu, x, o);
-            x += (int)lane >= o ? y : 0;
-        }
+        const int x = warp_scan(v);
         sh.base[tid] = x - v;
         if (tid == 31)
             sh.npieces = x;
@@ -393,34 +446,21 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
     }
 
     bad_page = __syncthreads_or(bad_page) != 0;
-    if (tid == 0) {
-        mla_ws_header *h = ws_header(p);
-        h->status = bad_len || bad_page ? (int32_t)MLA_STATUS_OUT_OF_BOUNDS : 0;
-        h->plan_tag = p.plan_tag;
-        h->num_pieces = sh.npieces;
-        h->block_table = p.block_table;
-        h->num_pages = p.num_pages;
-        h->max_pages_per_seq = p.max_pages_per_seq;
-        h->num_combine = sh.ncombine;
-        h->magic = MLA_WS_MAGIC;
-    }
+    if (tid == 0)
+        write_header(p, bad_len || bad_page, sh.npieces, sh.ncombine);
 }
 
 /* CTAs 1..: a share of the block-table entries, one warp per request;
  * the verdict in this CTA's flag byte. */
 MLA_DEV void check_pages(const mla_decode_params &p)
 {
-    const int32_t *lens = (const int32_t *)p.seq_lens;
     const uint32_t lane = threadIdx.x & 31u;
     const long long limit = len_limit(p);
     const int stride = (int)(gridDim.x - 1) * kWarps;
     bool bad = false;
     for (int b = (int)(blockIdx.x - 1) * kWarps + (int)(threadIdx.x >> 5); b < p.batch;
-         b += stride) {
-        const int len = lens[b];
-        if (len >= 0 && len <= limit) /* else CTA 0 reports it */
-            bad |= bad_pages(p, b, len, lane);
-    }
+         b += stride)
+        bad |= request_bad_pages(p, b, limit, lane);
     bad = __syncthreads_or(bad) != 0;
     if (threadIdx.x == 0)
         ((uint8_t *)ws_header(p))[MLA_WS_FLAGS_OFFSET + blockIdx.x] = bad ? 1 : 0;

@@ -21,7 +21,15 @@ Lengths (--dist): uniform (every request --seq-len); normal (FlashMLA's benchmar
 q_len); mix (one request in 16 of 8 x --seq-len, the others --seq-len / 16: a few long requests among many
 short ones).  Inputs: q and latent rows ~ N(0, 0.1^2) clamped to +-1, pages randomly permuted, page 64.
 
+FlashMLA's sparse FP8 decode is timed beside its BF16 decode for DS_MLA at 64 and 128 heads.  Its headline
+shape (b128 h128 q_len 2, 2048 tokens a query) is `--format ds_mla --heads 128 --batch 128 --q-len 2
+--seq-len 2048`; libmla's q_len 2 is causal, and so are the index lists (query 0 sees one token less).
+
 --kernels adds, per shape, each kernel's mean duration in the decode graph and FlashMLA's (PyTorch's profiler).
+
+--lib may be repeated, as [LABEL=]PATH[@KERNEL], to time several builds (or forced kernels) of libmla against
+the same FlashMLA times in one process: one row per build and shape, the build's label first.  A build that
+cannot run a shape (a forced kernel that does not serve it) gets a row saying so.
 
 Ratios above 1 mean libmla is faster.  KV TB/s counts the cache bytes the lengths need; the fractions are of
 --read-roof (read-only streaming, TB/s) and --gemm-roof (dense BF16, TFLOP/s) measured on the same card.
@@ -42,6 +50,9 @@ DEV = torch.device("cuda")
 vp = C.c_void_p
 P_HEADS, P_KVH, P_QLEN, P_FMT, P_PAGE, P_SBLK, P_CAUSAL, P_ROWB, P_SPR = 1, 2, 3, 6, 7, 8, 9, 12, 13
 FMT = {"bf16": 0, "e4m3": 1, "ds_mla": 2}
+# MLA_XPARAM_KERNEL (mla_experimental.h) and the names of its values, in value order (MLA_XKERNEL_NAMES).
+P_XKERNEL = 0x10000
+XKERNELS = ["auto", "portable", "hopper", "hopper-wide", "hopper-narrow", "hopper-pair"]
 
 # (format, heads, batch, q_len, seq_len, dist): FlashMLA's standard grid, then the length mixes.
 PRESET = [
@@ -93,11 +104,13 @@ class Mla:
             raise RuntimeError(f"{what}: {self.L.mla_status_string(st).decode()}: "
                                f"{self.L.mla_context_last_error(self.ctx).decode()}")
 
+    kernel = 0  # MLA_XPARAM_KERNEL of every plan (--kernel)
+
     def config(self, h_q, s_q, fmt, sblk, causal, page=64):
         cfg = vp()
         self.check(self.L.mla_config_create(C.byref(cfg)), "mla_config_create")
         for p, v in [(P_HEADS, h_q), (P_QLEN, s_q), (P_FMT, FMT[fmt]), (P_PAGE, page), (P_SBLK, sblk),
-                     (P_CAUSAL, int(causal))]:
+                     (P_CAUSAL, int(causal)), (P_XKERNEL, self.kernel)]:
             self.check(self.L.mla_config_set_int(cfg, p, v), "mla_config_set_int")
         return cfg
 
@@ -230,17 +243,21 @@ class FlashMLA:
                                                softmax_scale=scale, causal=causal)
         return run()[0], run
 
-    def sparse(self, pb, kv):
-        """FlashMLA's sparse FP8 decode over the same DS_MLA bytes, every token of each request as its
-        index list; None where unavailable."""
+    def sparse(self, pb, kv, causal):
+        """FlashMLA's sparse FP8 decode over the same DS_MLA bytes, every token a query sees (all of its
+        request's, causal: but the last q_len - 1 - i for query i) as its index list; None where
+        unavailable."""
         if not self.anchor or not hasattr(self.anchor, "sparse_decode_fwd"):
             return None
         fm, scale = self.anchor, 1 / math.sqrt(576)
         topk = (max(pb.lens_list) + 63) // 64 * 64
         t = torch.arange(topk, device=DEV)
         pg = pb.table.long().gather(1, (t // 64).clamp_max(pb.table.shape[1] - 1).unsqueeze(0).expand(pb.b, -1))
-        idx = torch.where(t.unsqueeze(0) < pb.lens.long().unsqueeze(1), pg * 64 + t % 64, -1)
-        idx = idx.to(torch.int32).unsqueeze(1).contiguous()
+        qi = torch.arange(pb.s_q, device=DEV)
+        vis = (pb.lens.long().unsqueeze(1) - ((pb.s_q - 1 - qi).unsqueeze(0) if causal else 0)).expand(
+            pb.b, pb.s_q)
+        idx = torch.where(t.view(1, 1, -1) < vis.unsqueeze(2), (pg * 64 + t % 64).unsqueeze(1), -1)
+        idx = idx.to(torch.int32).contiguous()  # [b, s_q, topk]
         kv4 = kv.view(pb.num_pages, 64, 1, 656)
         _, _, m0, m1 = fm.sparse_decode_fwd(pb.q, kv4, idx, None, None, None, None, None, None, None, 512, scale)
         return lambda: fm.sparse_decode_fwd(pb.q, kv4, idx, None, None, m0, m1, None, None, None, 512, scale)
@@ -316,7 +333,8 @@ def git_commit(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--lib", required=True, help="libmla.so.1 to time")
+    ap.add_argument("--lib", required=True, action="append",
+                    help="libmla.so.1 to time, as [LABEL=]PATH[@KERNEL]; repeat to compare builds in one run")
     ap.add_argument("--flashmla-anchor", help="directory with sxs_perf.py and FlashMLA's sources")
     ap.add_argument("--preset", action="store_true", help="FlashMLA's standard grid and the length mixes")
     ap.add_argument("--format", default="bf16", help="comma list: bf16, e4m3, e4m3/G, ds_mla")
@@ -330,6 +348,8 @@ def main():
     ap.add_argument("--read-roof", type=float, default=4.48, help="read-only streaming rate, TB/s")
     ap.add_argument("--gemm-roof", type=float, default=790.0, help="dense BF16 rate, TFLOP/s")
     ap.add_argument("--json", help="write every number here")
+    ap.add_argument("--kernel", default="auto", choices=XKERNELS,
+                    help="libmla's decode kernel (MLA_XPARAM_KERNEL, experimental); a shape it does not serve fails")
     ap.add_argument("--kernels", action="store_true",
                     help="also print each kernel's mean duration in the decode and FlashMLA graphs")
     a = ap.parse_args()
@@ -340,14 +360,29 @@ def main():
                  for b in a.batch.split(",") for q in a.q_len.split(",") for s in a.seq_len.split(",")
                  for d in a.dist.split(",")]
     fm = FlashMLA(a.flashmla_anchor)
-    mla = Mla(a.lib)
+    libs = []  # (label, Mla, kernel name)
+    for i, spec in enumerate(a.lib):
+        label, _, rest = spec.rpartition("=") if "=" in spec else (f"lib{i}", "", spec)
+        path, _, kname = rest.partition("@")
+        kname = kname or a.kernel
+        if kname not in XKERNELS:
+            ap.error(f"--lib {spec}: unknown kernel {kname}")
+        m = Mla(path)
+        m.kernel = XKERNELS.index(kname)
+        libs.append((label, m, kname))
+    multi = len(libs) > 1
     here = os.path.dirname(os.path.abspath(__file__))
-    print(f"# {torch.cuda.get_device_name()}; libmla {mla.info} (commit {git_commit(here)}); {fm.name}; "
-          f"{time.strftime('%Y-%m-%d %H:%M')}; graph of {a.calls} calls, median of {a.reps} replays")
-    print("| kv | h_q | b | q_len | s_k | lengths | libmla decode us | libmla step us/layer | FlashMLA BF16 us "
+    for label, m, kname in libs:
+        # One build: the checkout's commit (sxs.py beside the library's sources); several: their labels.
+        which = f"{label}: libmla {m.info} (kernel {kname})" if multi else \
+            f"libmla {m.info} (commit {git_commit(here)}, kernel {kname})"
+        print(f"# {torch.cuda.get_device_name()}; {which}; {fm.name}; "
+              f"{time.strftime('%Y-%m-%d %H:%M')}; graph of {a.calls} calls, median of {a.reps} replays")
+    print(("| build " if multi else "") +
+          "| kv | h_q | b | q_len | s_k | lengths | libmla decode us | libmla step us/layer | FlashMLA BF16 us "
           "| FM/decode | FM/step | FlashMLA sparse-FP8 us | FMsp/step | TFLOP/s (step) | KV TB/s (step) "
           "| % read roof | % GEMM roof |")
-    print("|" + "---|" * 17)
+    print("|" + "---|" * (18 if multi else 17))
     rows = []
     for fmt_name, h, b, q, s, dist in cases:
         fmt, _, g = fmt_name.partition("/")
@@ -357,52 +392,63 @@ def main():
         if fmt == "bf16":
             kv, sc, deq, rowb = pb.kv, None, pb.kv, 1152
         else:
-            kv, sc, deq, rowb = quantize(mla, pb, fmt, sblk)
-        call = MlaCall(mla, pb, fmt, sblk, causal, kv, sc)
+            kv, sc, deq, rowb = quantize(libs[0][1], pb, fmt, sblk)
         ref, fm_run = fm.dense(pb, deq, causal)
-        got = call.decode().float()
-        cd = cos_diff(got, ref.float())
-        ok = cd <= 1e-5 and not bool(torch.isnan(got).any())
-        call.schedule()
-        cd2 = cos_diff(call.layer().float(), got)
-        ok = ok and cd2 == 0.0
-        split = [] if a.kernels else None
-        t_dec = graph_time(repeat(call.decode, a.calls), a.calls, a.reps, split)
-
-        def step():
-            call.schedule()
-            for _ in range(a.calls):
-                call.layer()
-        t_step = graph_time(step, a.calls, a.reps)
-        t_fm = graph_time(repeat(fm_run, a.calls), a.calls, a.reps, split)
+        split_fm = [] if a.kernels else None
+        t_fm = graph_time(repeat(fm_run, a.calls), a.calls, a.reps, split_fm)
         t_sp = None
-        if fmt == "ds_mla" and h in (64, 128) and q == 1:
-            sp = fm.sparse(pb, kv)
+        if fmt == "ds_mla" and h in (64, 128):
+            sp = fm.sparse(pb, kv, causal)
             if sp:
                 t_sp = graph_time(repeat(sp, a.calls), a.calls, a.reps)
-        call.close()
-        flops = 2 * 1088 * h * q * pb.total
-        kv_bytes = pb.total * rowb
-        tf = flops / (t_step * 1e-6) / 1e12
-        tb = kv_bytes / (t_step * 1e-6) / 1e12
-        row = dict(format=fmt_name, heads=h, batch=b, q_len=q, seq_len=s, dist=dist, libmla_decode_us=t_dec,
-                   libmla_step_us=t_step, flashmla_bf16_us=t_fm, flashmla_sparse_fp8_us=t_sp, cos_diff=cd,
-                   agree=ok, libmla_tflops=tf, libmla_kv_tbs=tb, read_roof_frac=tb / a.read_roof,
-                   gemm_roof_frac=tf / a.gemm_roof)
-        rows.append(row)
-        sp_txt = f"{t_sp:.1f} | {t_sp / t_step:.2f}" if t_sp else "- | -"
-        mark = "" if ok else f" WRONG (cos diff {cd:.1e}, step vs decode {cd2:.1e})"
-        print(f"| {fmt_name} | {h} | {b} | {q} | {s} | {dist} | {t_dec:.1f}{mark} | {t_step:.1f} | {t_fm:.1f} | "
-              f"{t_fm / t_dec:.2f} | {t_fm / t_step:.2f} | {sp_txt} | {tf:.0f} | {tb:.2f} | "
-              f"{100 * tb / a.read_roof:.0f} | {100 * tf / a.gemm_roof:.0f} |", flush=True)
-        if split:
-            row["kernels_us"] = dict(libmla_decode=split[0], flashmla=split[1])
-            print(f"#   kernels, us: libmla decode: {split[0]}; FlashMLA: {split[1]}", flush=True)
+        shape = f"| {fmt_name} | {h} | {b} | {q} | {s} | {dist} |"
+        for label, mla, kname in libs:
+            lead = f"| {label} " if multi else ""
+            try:
+                call = MlaCall(mla, pb, fmt, sblk, causal, kv, sc)
+            except RuntimeError as e:
+                print(f"{lead}{shape} not run: {e} |", flush=True)
+                continue
+            got = call.decode().float()
+            cd = cos_diff(got, ref.float())
+            ok = cd <= 1e-5 and not bool(torch.isnan(got).any())
+            call.schedule()
+            cd2 = cos_diff(call.layer().float(), got)
+            ok = ok and cd2 == 0.0
+            split = [] if a.kernels else None
+            t_dec = graph_time(repeat(call.decode, a.calls), a.calls, a.reps, split)
+
+            def step():
+                call.schedule()
+                for _ in range(a.calls):
+                    call.layer()
+            t_step = graph_time(step, a.calls, a.reps)
+            call.close()
+            flops = 2 * 1088 * h * q * pb.total
+            kv_bytes = pb.total * rowb
+            tf = flops / (t_step * 1e-6) / 1e12
+            tb = kv_bytes / (t_step * 1e-6) / 1e12
+            row = dict(format=fmt_name, heads=h, batch=b, q_len=q, seq_len=s, dist=dist,
+                       libmla_decode_us=t_dec, libmla_step_us=t_step, flashmla_bf16_us=t_fm,
+                       flashmla_sparse_fp8_us=t_sp, cos_diff=cd, agree=ok, libmla_tflops=tf, libmla_kv_tbs=tb,
+                       read_roof_frac=tb / a.read_roof, gemm_roof_frac=tf / a.gemm_roof)
+            if multi:
+                row.update(build=label, kernel=kname)
+            rows.append(row)
+            sp_txt = f"{t_sp:.1f} | {t_sp / t_step:.2f}" if t_sp else "- | -"
+            mark = "" if ok else f" WRONG (cos diff {cd:.1e}, step vs decode {cd2:.1e})"
+            print(f"{lead}{shape} {t_dec:.1f}{mark} | {t_step:.1f} | {t_fm:.1f} | "
+                  f"{t_fm / t_dec:.2f} | {t_fm / t_step:.2f} | {sp_txt} | {tf:.0f} | {tb:.2f} | "
+                  f"{100 * tb / a.read_roof:.0f} | {100 * tf / a.gemm_roof:.0f} |", flush=True)
+            if split:
+                row["kernels_us"] = dict(libmla_decode=split[0], flashmla=split_fm[0])
+                print(f"#   kernels, us: libmla decode: {split[0]}; FlashMLA: {split_fm[0]}", flush=True)
         del pb, kv, sc, deq, ref
         torch.cuda.empty_cache()
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(dict(device=torch.cuda.get_device_name(), libmla=mla.info, flashmla=fm.name,
+            info = {lb: m.info for lb, m, _ in libs} if multi else libs[0][1].info
+            json.dump(dict(device=torch.cuda.get_device_name(), libmla=info, flashmla=fm.name,
                            calls=a.calls, reps=a.reps, rows=rows), f, indent=1)
 
 

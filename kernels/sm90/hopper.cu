@@ -107,7 +107,7 @@ struct RegsT {
     static constexpr uint32_t kBlock = kThreads<FMT, NARROW, PAIR>;
     static_assert(kBlock == (kNoCvt ? 3u : 4u) * 128u,
                   "warpgroups: two consumers, the converter, the loader's");
-    static_assert(2 * kConsumer + kCvt + kLoad == (int)kBlock / 128 * entry_regs(kBlock),
+    static_assert(2 * kConsumer + kCvt + kLoad == (int)kBlock / 128 * mla_entry_regs(kBlock),
                   "register budget");
 };
 

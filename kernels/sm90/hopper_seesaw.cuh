@@ -83,7 +83,7 @@ struct SeesawConsumer {
     /* No converter (BF16): 384 threads, whose entry limit takes the
      * m64n256 P V wgmmas; the consumers load Q themselves. */
     static constexpr bool kN256 = kNoConverter<FMT, false, PAIR>;
-    static_assert(!kN256 || entry_regs(kThreads<FMT, false, PAIR>) > 128,
+    static_assert(!kN256 || mla_entry_regs(kThreads<FMT, false, PAIR>) > 128,
                   "m64n256 takes more than 128 registers at entry");
     const mla_decode_params &p;
     const Cta &c;

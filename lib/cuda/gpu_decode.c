@@ -88,6 +88,9 @@ static int hopper_maps(const struct mla_cuda_api *cu, const struct mla_decode_pa
         box0[1] = 16;
         box0[2] = 128;
     }
+    /* L2 promotion to 128 bytes, one box row: with 256 a 16-head BF16
+     * decode streamed the cache 7 % slower (h16 b132 s8192 309 against 332
+     * us, doc/performance.md). */
     memset(hp->kv_map, 0, sizeof(hp->kv_map));
     for (int i = 0; i < 4; i++) {
         if (box0[i] == 0 || (i == 3 && cluster < 2))
@@ -98,7 +101,7 @@ static int hopper_maps(const struct mla_cuda_api *cu, const struct mla_decode_pa
             (CUtensorMap *)(void *)&hp->kv_map[i],
             bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 3,
             (void *)(uintptr_t)p->kv, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-            sw[i], CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+            sw[i], CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
         if (r != CUDA_SUCCESS) {
             *err = r;
             return -1;

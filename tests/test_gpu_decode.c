@@ -288,7 +288,7 @@ void build_cases(void)
                 c->kernel = "hopper-narrow";
                 c->kv_mul = 1e5;
                 c->kv_tail_mul = big ? 1000 : 3;
-                c->softmax_scale = k ? 1e-7 : 2e-5;
+                c->softmax_scale = big ? 1e-7 : 2e-5;
             }
         /* Two 16-row M tiles of the narrow FP8 kernels (E4M3 without block
          * scales or with 128-dim ones takes them by default from 16

@@ -212,6 +212,21 @@ void cfg_geometry(const mla_config_t *cfg, int *row_bytes, int *spr)
  * every unused page.  Unused block-table entries point at NaN pages.
  * fill_len[b] (>= lens[b]) tokens are written for request b.
  */
+void kcase_shape(struct kcase *c, int h_q, int h_kv, int q_len, int mode, int page, int causal,
+                 int batch, const int32_t *lens)
+{
+    memset(c, 0, sizeof(*c));
+    c->h_q = h_q;
+    c->h_kv = h_kv;
+    c->q_len = q_len;
+    c->mode = mode;
+    c->page = page;
+    c->causal = causal;
+    c->batch = batch;
+    for (int i = 0; i < batch; i++)
+        c->lens[i] = lens ? lens[i] : 0;
+}
+
 void build_problem(struct prob *p, const struct kcase *c, const int32_t *fill_len,
                    int mpps_override)
 {

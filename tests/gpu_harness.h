@@ -83,6 +83,10 @@ struct kcase {
     int may_nan, may_nan_req, may_nan_dim;
 };
 
+/* Clears *c and sets its shape: batch lengths from lens (NULL: zeros). */
+void kcase_shape(struct kcase *c, int h_q, int h_kv, int q_len, int mode, int page, int causal,
+                 int batch, const int32_t *lens);
+
 /* A problem: inputs on the host and the device (build_problem). */
 struct prob {
     const struct kcase *c;

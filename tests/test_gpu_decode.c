@@ -28,16 +28,7 @@ static struct kcase *add_case(int h_q, int h_kv, int q_len, int mode, int page, 
         exit(99);
     }
     struct kcase *c = &g_cases[g_ncases++];
-    memset(c, 0, sizeof(*c));
-    c->h_q = h_q;
-    c->h_kv = h_kv;
-    c->q_len = q_len;
-    c->mode = mode;
-    c->page = page;
-    c->causal = causal;
-    c->batch = batch;
-    for (int i = 0; i < batch; i++)
-        c->lens[i] = lens ? lens[i] : 0;
+    kcase_shape(c, h_q, h_kv, q_len, mode, page, causal, batch, lens);
     c->null_stream = (g_ncases % 3) == 0;
     return c;
 }

@@ -105,18 +105,11 @@ START_TEST(decode_nonfinite)
     watchdog("decode_nonfinite", _i);
     arena_reset();
     rnd_start(7000 + (uint64_t)_i);
-    memset(&c, 0, sizeof(c));
-    c.h_q = k->family == NF_PORTABLE_128 || k->family == NF_PAIR ? 128
-            : k->family == NF_WIDE                               ? 64
-            : k->q_len > 1 && fmt == MLA_KV_BF16                 ? 8 /* narrow BF16: 16 rows */
-                                                                 : 16;
-    c.h_kv = 1;
-    c.q_len = k->q_len;
-    c.causal = k->q_len > 1;
-    c.mode = k->mode;
-    c.page = 64;
-    c.batch = NF_KINDS;
-    memcpy(c.lens, nf_lens, sizeof(nf_lens));
+    const int h_q = k->family == NF_PORTABLE_128 || k->family == NF_PAIR ? 128
+                    : k->family == NF_WIDE                               ? 64
+                    : k->q_len > 1 && fmt == MLA_KV_BF16 ? 8 /* narrow BF16: 16 rows */
+                                                         : 16;
+    kcase_shape(&c, h_q, 1, k->q_len, k->mode, 64, k->q_len > 1, NF_KINDS, nf_lens);
     c.kernel = nf_family_names[k->family];
     snprintf(c.name, sizeof(c.name), "nonfinite %s %s h%d n%d%s", modes[c.mode].name, c.kernel,
              c.h_q, c.q_len, c.causal ? " causal" : "");

@@ -39,19 +39,10 @@ static struct kcase *san_case(const char *what, int h_q, int h_kv, int q_len, in
         exit(99);
     }
     struct kcase *c = &g_san[g_nsan];
-    memset(c, 0, sizeof(*c));
-    c->h_q = h_q;
-    c->h_kv = h_kv;
-    c->q_len = q_len;
-    c->mode = mode;
-    c->page = page;
-    c->causal = causal;
-    c->batch = batch;
+    kcase_shape(c, h_q, h_kv, q_len, mode, page, causal, batch, lens);
     int32_t mx = 0;
-    for (int i = 0; i < batch; i++) {
-        c->lens[i] = lens[i];
+    for (int i = 0; i < batch; i++)
         mx = lens[i] > mx ? lens[i] : mx;
-    }
     c->null_stream = g_nsan % 3 == 2;
     /* A kernel is required only where the sm_90a kernels exist;
      * elsewhere the shape runs on the portable kernel. */

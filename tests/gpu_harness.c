@@ -204,14 +204,6 @@ void cfg_geometry(const mla_config_t *cfg, int *row_bytes, int *spr)
     *spr = (int)v;
 }
 
-/*
- * Build a problem: random bf16 queries, a paged cache whose pages are a
- * random permutation of the physical pages, written through the CPU
- * backend's mla_kv_append (so FP8 rows are quantized exactly as the
- * library does), NaN bytes in every row at or past each length and in
- * every unused page.  Unused block-table entries point at NaN pages.
- * fill_len[b] (>= lens[b]) tokens are written for request b.
- */
 void kcase_shape(struct kcase *c, int h_q, int h_kv, int q_len, int mode, int page, int causal,
                  int batch, const int32_t *lens)
 {
@@ -227,6 +219,14 @@ void kcase_shape(struct kcase *c, int h_q, int h_kv, int q_len, int mode, int pa
         c->lens[i] = lens ? lens[i] : 0;
 }
 
+/*
+ * Build a problem: random bf16 queries, a paged cache whose pages are a
+ * random permutation of the physical pages, written through the CPU
+ * backend's mla_kv_append (so FP8 rows are quantized exactly as the
+ * library does), NaN bytes in every row at or past each length and in
+ * every unused page.  Unused block-table entries point at NaN pages.
+ * fill_len[b] (>= lens[b]) tokens are written for request b.
+ */
 void build_problem(struct prob *p, const struct kcase *c, const int32_t *fill_len,
                    int mpps_override)
 {

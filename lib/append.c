@@ -13,11 +13,8 @@ mla_status_t mla_kv_append(mla_context_t *ctx, const mla_config_t *cfg, void *kv
     mla__enter("mla_kv_append");
     if (!mla__context_arg(ctx, "ctx"))
         return MLA_STATUS_INVALID_ARGUMENT;
-    if (!cfg)
-        return mla__error(MLA_STATUS_INVALID_ARGUMENT, "cfg is NULL");
-    if (cfg->magic != MLA_MAGIC_CONFIG)
-        return mla__error(MLA_STATUS_INVALID_ARGUMENT,
-                          "cfg is not a config (destroyed, or another kind of handle)");
+    if (!mla__config_valid(cfg, "cfg"))
+        return MLA_STATUS_INVALID_ARGUMENT;
     mla_status_t st = mla__shape_validate(&cfg->s);
     if (st != MLA_STATUS_SUCCESS)
         return st;

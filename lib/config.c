@@ -113,9 +113,9 @@ mla_status_t mla__shape_validate(const struct mla_shape *s)
     return MLA_STATUS_SUCCESS;
 }
 
-/* A valid config, bound as the handle of the call's message; else a
- * message naming the argument. */
-static int config_arg(const mla_config_t *cfg, const char *name)
+/* A valid config, else 0 with a message naming the argument; binds nothing
+ * (plan and append calls bind their context). */
+int mla__config_valid(const mla_config_t *cfg, const char *name)
 {
     if (!cfg) {
         mla__error(MLA_STATUS_INVALID_ARGUMENT, "%s is NULL", name);
@@ -126,6 +126,14 @@ static int config_arg(const mla_config_t *cfg, const char *name)
                    "kind of handle)", name);
         return 0;
     }
+    return 1;
+}
+
+/* A valid config, bound as the handle of the call's message. */
+static int config_arg(const mla_config_t *cfg, const char *name)
+{
+    if (!mla__config_valid(cfg, name))
+        return 0;
     mla__bind(cfg);
     return 1;
 }

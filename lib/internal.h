@@ -142,6 +142,9 @@ mla_status_t mla__check_buffers(const struct mla_buf *out, int nout, const struc
 int mla__context_arg(const mla_context_t *ctx, const char *name);
 /* 1 for a valid plan on a live context (the context is bound). */
 int mla__plan_arg(const mla_plan_t *plan);
+/* 1 for a valid config, else 0 with a message naming the argument; binds
+ * nothing (lib/config.c). */
+int mla__config_valid(const mla_config_t *cfg, const char *name);
 
 /* ---- shape helpers (lib/config.c) ---- */
 void mla__shape_defaults(struct mla_shape *s);

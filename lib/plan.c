@@ -52,11 +52,8 @@ mla_status_t mla_plan_create(mla_plan_t **plan, mla_context_t *ctx, const mla_co
     *plan = NULL;
     if (!mla__context_arg(ctx, "ctx"))
         return MLA_STATUS_INVALID_ARGUMENT;
-    if (!cfg)
-        return mla__error(MLA_STATUS_INVALID_ARGUMENT, "cfg is NULL");
-    if (cfg->magic != MLA_MAGIC_CONFIG)
-        return mla__error(MLA_STATUS_INVALID_ARGUMENT,
-                          "cfg is not a config (destroyed, or another kind of handle)");
+    if (!mla__config_valid(cfg, "cfg"))
+        return MLA_STATUS_INVALID_ARGUMENT;
     if (batch < 1 || batch > MLA_MAX_BATCH)
         return mla__error(MLA_STATUS_INVALID_ARGUMENT, "batch = %d: want a value in [1, %d]",
                           batch, MLA_MAX_BATCH);

@@ -81,34 +81,6 @@ const char *const kModeNames[NMODES] = {"mma-qk",          "mma-pv",        "mma
                                         "pv-raw",          "pv-scaled",     "tile",
                                         "tile-scaled",     "tile-scaled-bf16"};
 
-/* d (+)= A[64 x 16] B[16 x 64], A in registers (m16n8k16 fragments), B
- * K-major in shared memory; F16: f16 operands. */
-#define FP8T_WGMMA_RS(ty)                                                                      \
-    "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %37, 0;\n\t"                                         \
-    "wgmma.mma_async.sync.aligned.m64n64k16.f32." ty "." ty " {"                               \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                   \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"           \
-    "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n\t}"
-#define FP8T_OPERANDS                                                                          \
-    : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), \
-      "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
-      "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), \
-      "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
-      "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), \
-      "+f"(d[7][2]), "+f"(d[7][3])                                                            \
-    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc)
-template <bool F16>
-__device__ __forceinline__ void wgmma_m64n64_rs(float (&d)[8][4], const uint32_t (&a)[4],
-                                                uint64_t db, uint32_t acc)
-{
-    if constexpr (F16)
-        asm volatile(FP8T_WGMMA_RS("f16") FP8T_OPERANDS);
-    else
-        asm volatile(FP8T_WGMMA_RS("bf16") FP8T_OPERANDS);
-}
-#undef FP8T_OPERANDS
-#undef FP8T_WGMMA_RS
-
 __device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b)
 {
     uint32_t d;

@@ -411,4 +411,44 @@ MLA_HD_CONSTEXPR uint32_t mla_narrow_smem_bytes(int32_t fmt)
            (uint32_t)sizeof(struct mla_narrow8_tail) + 1024u;
 }
 
+/*
+ * The wide FP8 sm_90a kernels, mla_hopper_wide8_<f>, f in {e4m3, dsmla}:
+ * the contract, grid and tensor maps of mla_hopper_decode_<f> (64-row M
+ * tiles), MLA_WIDE8_THREADS threads.  Like the narrow FP8 kernels they
+ * compute S^T = K Q^T and O^T = V^T P^T with K and V^T built in registers
+ * from the FP8 stage as it landed, here with the 64 query rows as N: the
+ * two consumer warpgroups take the scores of alternate tiles and each
+ * multiplies every tile's P into its half of O^T's 512 rows
+ * (kernels/sm90/hopper_wide8.cuh).  Dynamic smem mla_wide8_smem_bytes().
+ */
+#define MLA_WIDE8_THREADS 384 /* warps 0-7 consumers, warp 8 loads, 9-11 idle */
+#define MLA_WIDE8_STAGES 3u
+
+/* Head: the Q tile (its dims permuted as the narrow FP8 kernel's); the P
+ * tile of each warpgroup's tiles (64 rows x 64 keys), with the reference
+ * maxima and the factors for O that came with it; the key limits of the
+ * rows; the column exchange (warpgroup x warp x 64 columns).  Then
+ * MLA_WIDE8_STAGES stages of mla_narrow8_stage_bytes(), then the tail:
+ * the mbarriers. */
+struct mla_wide8_head {
+    uint8_t q[MLA_HOPPER_CHUNKS][MLA_BLOCK_M][128];
+    uint8_t p[2][MLA_BLOCK_M][128];
+    float ref[2][MLA_BLOCK_M];
+    float alpha[2][MLA_BLOCK_M];
+    int32_t lim[MLA_BLOCK_M];
+    float cx[2][4][MLA_BLOCK_M];
+    uint32_t changed[2];
+    uint32_t pad[2];
+};
+struct mla_wide8_tail {
+    uint64_t bars[32];
+};
+
+MLA_HD_CONSTEXPR uint32_t mla_wide8_smem_bytes(int32_t fmt, int32_t spr)
+{
+    return (uint32_t)sizeof(struct mla_wide8_head) +
+           MLA_WIDE8_STAGES * mla_narrow8_stage_bytes(fmt, spr) +
+           (uint32_t)sizeof(struct mla_wide8_tail) + 1024u;
+}
+
 #endif /* MLA_PARAMS_H */

@@ -19,7 +19,11 @@
  *                          (hopper_narrow.cuh; a 18-KB Q tile);
  *   mla_hopper_narrow_<f8> narrow FP8: the same MMAs with A built in
  *                          registers from the FP8 stage by the consumers
- *                          (hopper_narrow_fp8.cuh; 4-5 FP8 stages).
+ *                          (hopper_narrow_fp8.cuh; 4-5 FP8 stages);
+ *   mla_hopper_wide8_<f8>  wide FP8 the same way, 64 rows as N, the
+ *                          warpgroups on alternate tiles' scores and each
+ *                          on half of O^T (hopper_wide8.cuh; 3 FP8
+ *                          stages, 384 threads: decode_wide8).
  *
  * Warp roles (512 threads; setmaxnreg budgets below):
  *   warps 0-7   two consumer warpgroups;
@@ -78,6 +82,7 @@
 #include "hopper_seesaw.cuh"
 #include "hopper_narrow.cuh"
 #include "hopper_narrow_fp8.cuh"
+#include "hopper_wide8.cuh"
 
 namespace mla {
 namespace hopper {
@@ -189,6 +194,50 @@ MLA_DEV void decode(const mla_hopper_params &hp)
         cluster_sync();
 }
 
+/* The wide FP8 kernels (hopper_wide8.cuh): warps 0-7 consumers, warp 8
+ * the loader (the narrow FP8 kernels' bulk copies), 9-11 idle; the
+ * consumers load the Q tile themselves.  setmaxnreg moves registers
+ * within the block's launch allocation: 3 warpgroups x 168. */
+constexpr int kWide8Consumer = 240, kWide8Load = 24;
+static_assert(2 * kWide8Consumer + kWide8Load == 3 * 168, "register budget at 384 threads");
+static_assert(MLA_WIDE8_THREADS == 384, "three warpgroups");
+
+template <int FMT>
+MLA_DEV void decode_wide8(const mla_hopper_params &hp)
+{
+    const mla_decode_params &p = hp.p;
+    griddep_wait(); /* the schedule; Q, the cache */
+    if (!wide8_launch_matches<FMT>(p))
+        __trap();
+    if (!cta_has_work(p)) {
+        if (threadIdx.x == 0)
+            report_bad_call(p);
+        return;
+    }
+    Cta c0;
+    wide8_layout<FMT>(p, c0);
+    if (threadIdx.x == 0)
+        init_wide8_barriers<FMT>(c0);
+    __syncthreads();
+    const uint32_t warp = __shfl_sync(0xffffffffu, threadIdx.x >> 5, 0);
+    const uint32_t lane = threadIdx.x & 31u;
+    Cta c;
+    if (warp < 8) {
+        setmaxnreg_inc<kWide8Consumer>();
+        wide8_layout<FMT>(p, c);
+        cta_work(p, kBN, c);
+        Wide8Consumer<FMT> cons(p, c, warp >> 2, warp & 3u, lane);
+        cons.run();
+    } else {
+        setmaxnreg_dec<kWide8Load>();
+        if (warp == 8 && elect_one()) {
+            wide8_layout<FMT>(p, c);
+            cta_work(p, kBN, c);
+            load_role<FMT, true, false>(hp, c);
+        }
+    }
+}
+
 } /* namespace hopper */
 } /* namespace mla */
 
@@ -205,6 +254,16 @@ MLA_HOPPER_KERNEL(mla_hopper_decode_dsmla, MLA_FMT_FP8_DS_MLA, false)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_bf16, MLA_FMT_BF16, true)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_e4m3, MLA_FMT_FP8_E4M3, true)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_dsmla, MLA_FMT_FP8_DS_MLA, true)
+
+#define MLA_WIDE8_KERNEL(name, fmt)                                                             \
+    extern "C" __global__ void __launch_bounds__(MLA_WIDE8_THREADS, 1)                          \
+        name(const __grid_constant__ mla_hopper_params hp)                                      \
+    {                                                                                           \
+        mla::hopper::decode_wide8<fmt>(hp);                                                     \
+    }
+
+MLA_WIDE8_KERNEL(mla_hopper_wide8_e4m3, MLA_FMT_FP8_E4M3)
+MLA_WIDE8_KERNEL(mla_hopper_wide8_dsmla, MLA_FMT_FP8_DS_MLA)
 
 /* The 2-CTA pair: clusters of the M tiles 2k, 2k + 1. */
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(MLA_DECODE_THREADS, 1)

@@ -60,6 +60,9 @@
  *   to_wg1/to_wg0 128 (wide BF16): one consumer warpgroup handing its
  *                running maximum (and P) to the other, once per tile pair.
  *   sums         256 (wide): the consumers' row sums exchanged, used once.
+ *   p_full/p_free (wide FP8, in the converted words) 128 / 256: a
+ *                warpgroup published P in its slot / both warpgroups' P V
+ *                of it retired (hopper_wide8.cuh); fin[2] 256, used once.
  *   sent[s]      1 (E4M3 pairs): a remote arrival from thread 0 of the
  *                other CTA's warpgroup that takes stage s, once that
  *                CTA's converted barriers of the tile completed, i.e. the

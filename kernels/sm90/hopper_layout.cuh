@@ -287,8 +287,9 @@ static_assert(wide8_fits(MLA_FMT_FP8_E4M3, 0) && wide8_fits(MLA_FMT_FP8_E4M3, ML
                   wide8_fits(MLA_FMT_FP8_DS_MLA, 0),
               "the wide FP8 layout fits");
 static_assert(offsetof(mla_wide8_head, p) % 1024 == 0 && sizeof(mla_wide8_head) % 16 == 0 &&
-                  MLA_WIDE8_STAGES <= sizeof(Bars::loaded) / 8,
-              "wide FP8 layout alignment");
+                  MLA_WIDE8_STAGES <= sizeof(Bars::loaded) / 8 &&
+                  sizeof(Bars) <= sizeof(mla_wide8_tail::bars),
+              "wide FP8 layout alignment and barrier block");
 
 /* The work of this CTA and its buffers; false if it has nothing to do
  * (uniform over the CTA).  NARROW picks the layout.  The launch matches

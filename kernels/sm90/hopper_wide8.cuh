@@ -63,18 +63,23 @@ namespace mla {
 namespace hopper {
 
 /* The head's fields (c.xchg is the head's base), the P slots' barriers
- * (the converted[] words, which this layout does not use: p_full[2] of
- * 128 arrivals, p_free[2] of 256), and the named barrier of both
- * warpgroups. */
+ * and the end's (the converted[] words, which this layout does not use:
+ * p_full[2] of 128 arrivals, p_free[2] of 256, fin[2] of 256 used once
+ * each), and the named barrier of both warpgroups (only before their
+ * tile loops: after them the warpgroups have passed different numbers of
+ * their own barriers, and racecheck flagged a named barrier of both
+ * there in the narrow kernel: doc/performance.md, Measured reasons). */
 constexpr uint32_t kW8Ref = offsetof(mla_wide8_head, ref),
                    kW8Alpha = offsetof(mla_wide8_head, alpha),
                    kW8Lim = offsetof(mla_wide8_head, lim),
                    kW8Changed = offsetof(mla_wide8_head, changed);
-constexpr uint32_t kBarPFull = kBarConverted, kBarPFree = kBarConverted + 16u;
+constexpr uint32_t kBarPFull = kBarConverted, kBarPFree = kBarConverted + 16u,
+                   kBarFin = kBarConverted + 32u;
 constexpr uint32_t kNbBoth = kNbP;
-static_assert(kBarPFree + 16u <= kBarConverted + sizeof(Bars::converted), "P slot barriers");
-static_assert(32u * kStageRow <= MLA_WIDE8_STAGES * mla_narrow8_stage_bytes(MLA_FMT_FP8_E4M3, 0),
-              "32 output rows are staged in the stages");
+static_assert(kBarFin + 16u <= kBarConverted + sizeof(Bars::converted), "P slot and end barriers");
+static_assert(32u * kStageRow <= MLA_WIDE8_STAGES * mla_narrow8_stage_bytes(MLA_FMT_FP8_E4M3, 0) &&
+                  32u * kStageRow <= sizeof(mla_wide8_head::q),
+              "32 output rows are staged in the stages, 32 over the Q tile");
 
 template <int FMT>
 MLA_DEV void init_wide8_barriers(const Cta &c)
@@ -87,6 +92,8 @@ MLA_DEV void init_wide8_barriers(const Cta &c)
         mbar_init(c.bars + kBarPFull + 8u * k, 128);
         mbar_init(c.bars + kBarPFree + 8u * k, 256);
     }
+    for (uint32_t k = 0; k < 2; k++)
+        mbar_init(c.bars + kBarFin + 8u * k, 256);
     fence_mbar_init();
 }
 
@@ -591,10 +598,19 @@ struct Wide8Consumer {
         finish();
     }
 
-    /* The row sums over both warpgroups; then O normalized, staged in
-     * stage 0 in two passes of 32 rows (each warpgroup its 256 dims; every
-     * tile has been consumed) and written out by both, and the LSEs, a
-     * thread a row. */
+    /* Both warpgroups at end step k (an mbarrier of 256 arrivals, used
+     * once). */
+    MLA_DEV void fin_sync(uint32_t k) const
+    {
+        mbar_arrive(c.bars + kBarFin + 8u * k);
+        mbar_wait(c.bars + kBarFin + 8u * k, 0);
+    }
+
+    /* The row sums over both warpgroups; then O normalized and staged,
+     * rows 0-31 at the start of the stages, rows 32-63 over the Q tile
+     * (kStageRow bytes a row; every tile has been consumed by both
+     * warpgroups), each warpgroup its 256 dims, and written out by both;
+     * and the LSEs, a thread a row. */
     MLA_DEV void finish()
     {
         const int n = c.t1 - c.t0;
@@ -607,34 +623,31 @@ struct Wide8Consumer {
 #pragma unroll
         for (int i = 0; i < 2; i++)
             sts32(cx + 1024u * wg + 256u * w + 4u * col(2 * (int)g + i), __float_as_uint(l[i]));
-        bar_sync(kNbBoth, 256);
-        const uint32_t stg0 = c.stage(0);
+        fin_sync(0);
+        const uint32_t half[2] = {c.stage(0), c.sq};
 #pragma unroll
-        for (int pass = 0; pass < 2; pass++) {
+        for (int j = 0; j < 16; j++) {
+            float lsum = 0.0f;
 #pragma unroll
-            for (int jj = 0; jj < 8; jj++) {
-                const int j = 8 * pass + jj; /* columns 32 pass .. 32 pass + 31 */
-                float lsum = 0.0f;
+            for (uint32_t x = 0; x < 8; x++)
+                lsum += lds_f32(cx + 256u * x + 4u * col(j));
+            const float f = inv_sum(p, lsum) * vunit;
+            /* columns 0-31 (j < 8) in the first half, 32-63 in the second */
+            const uint32_t row = half[j >> 3] + (col(j) & 31u) * kStageRow;
 #pragma unroll
-                for (uint32_t x = 0; x < 8; x++)
-                    lsum += lds_f32(cx + 256u * x + 4u * col(j));
-                const float f = inv_sum(p, lsum) * vunit;
-                const uint32_t row = stg0 + (col(j) - 32u * (uint32_t)pass) * kStageRow;
-#pragma unroll
-                for (int bb = 0; bb < 2; bb++) {
-                    const uint32_t d = 128u * (2u * wg + (uint32_t)bb) + 32u * w + 4u * g;
-                    sts128(row + 4u * d, __float_as_uint(o[2 * bb][j >> 1][j & 1] * f),
-                           __float_as_uint(o[2 * bb][j >> 1][(j & 1) + 2] * f),
-                           __float_as_uint(o[2 * bb + 1][j >> 1][j & 1] * f),
-                           __float_as_uint(o[2 * bb + 1][j >> 1][(j & 1) + 2] * f));
-                }
+            for (int bb = 0; bb < 2; bb++) {
+                const uint32_t d = 128u * (2u * wg + (uint32_t)bb) + 32u * w + 4u * g;
+                sts128(row + 4u * d, __float_as_uint(o[2 * bb][j >> 1][j & 1] * f),
+                       __float_as_uint(o[2 * bb][j >> 1][(j & 1) + 2] * f),
+                       __float_as_uint(o[2 * bb + 1][j >> 1][j & 1] * f),
+                       __float_as_uint(o[2 * bb + 1][j >> 1][(j & 1) + 2] * f));
             }
-            bar_sync(kNbBoth, 256);
-            write_staged_rows(p, stg0, kStageRow, max(0, min(32, c.rows_here - 32 * pass)), tid,
-                              256u, 32 * pass);
-            if (pass == 0)
-                bar_sync(kNbBoth, 256); /* the rows are read before the next pass */
         }
+        fin_sync(1);
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++)
+            write_staged_rows(p, half[hh], kStageRow, max(0, min(32, c.rows_here - 32 * hh)), tid,
+                              256u, 32 * hh);
         if ((int)tid < c.rows_here) {
             float lsum = 0.0f;
             for (uint32_t x = 0; x < 8; x++)

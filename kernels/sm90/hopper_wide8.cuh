@@ -303,15 +303,16 @@ struct Wide8Consumer {
         const int key0 = tile * (int)kBN + 16 * (int)w + (int)g;
         /* keys every row sees: the length, less the later tokens' */
         const bool mask = (tile + 1) * (int)kBN > (p.causal ? c.len - p.q_len + 1 : c.len);
+        /* slot j: s[j / 2][(j & 1) + 2 h], keys key0 + 8 h */
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++)
+        for (int j = 0; j < 16; j++) {
+            const int lim = mask ? (int)lds32(head + kW8Lim + 4u * col(j)) : 0x7fffffff;
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float v = s[nt][e] * smul;
-                if (mask && key0 + 8 * (e >> 1) >= (int)lds32(head + kW8Lim + 4u * col(2 * nt + (e & 1))))
-                    v = ninf;
-                s[nt][e] = v;
+            for (int h = 0; h < 2; h++) {
+                float &v = s[j >> 1][(j & 1) + 2 * h];
+                v = key0 + 8 * h < lim ? v * smul : ninf;
             }
+        }
         /* The reference after tile k - 1 (-inf before the first tile),
          * read where needed rather than held: registers. */
         const uint32_t rprev = head + kW8Ref + 256u * (slot ^ 1u), rnew = head + kW8Ref + 256u * slot;
@@ -321,12 +322,10 @@ struct Wide8Consumer {
         }
         bool jump = false;
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) { /* ref -inf: any live score jumps */
-                const float r = k > 0 ? lds_f32(rprev + 4u * col(2 * nt + (e & 1))) : ninf;
-                jump |= s[nt][e] > r + ColumnSoftmax::kLazy;
-            }
+        for (int j = 0; j < 16; j++) { /* ref -inf: any live score jumps */
+            const float r = k > 0 ? lds_f32(rprev + 4u * col(j)) : ninf;
+            jump |= fmaxf(s[j >> 1][j & 1], s[j >> 1][(j & 1) + 2]) > r + ColumnSoftmax::kLazy;
+        }
         const bool changed = bar_red_or(kNbWg0 + wg, 128, jump);
         /* The previous P of this slot (tile k - 2) has left both
          * warpgroups' P V, and with it their reads of its factors. */
@@ -377,19 +376,20 @@ struct Wide8Consumer {
         for (int j = 0; j < 16; j++)
             lt[j] = 0.0f;
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++)
+        for (int j = 0; j < 16; j++) {
+            const float r = none ? ninf : lds_f32(rcur + 4u * col(j));
+            const float base = r == ninf ? 0.0f : r;
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int j = 2 * nt + (e & 1);
-                const float r = none ? ninf : lds_f32(rcur + 4u * col(j));
-                const float base = r == ninf ? 0.0f : r;
-                const float pr = ex2(s[nt][e] - base);
+            for (int h = 0; h < 2; h++) {
+                const float pr = ex2(s[j >> 1][(j & 1) + 2 * h] - base);
                 lt[j] += pr;
-                const uint32_t key = 16u * w + g + 8u * (uint32_t)(e >> 1);
+                /* the key's place in the PV fragments' order */
+                const uint32_t key = 16u * w + g + 8u * (uint32_t)h;
                 const uint32_t kk = key & 15u, i = kk >> 2;
                 const uint32_t pos = (key & ~15u) + 2u * (kk & 3u) + (i < 2u ? i : i + 6u);
                 sts16(p_tile_addr(pt, col(j), pos), (uint16_t)(pack_bf16x2(pr * pf, 0.0f) & 0xffffu));
             }
+        }
         if ((tid & 127u) == 0)
             sts32(head + kW8Changed + 4u * slot, changed ? 1u : 0u);
         fence_proxy_async(); /* P is read by the wgmmas (async proxy) */

@@ -42,6 +42,9 @@ DEV = torch.device("cuda")
 vp = C.c_void_p
 P_HEADS, P_KVH, P_QLEN, P_FMT, P_PAGE, P_SBLK, P_CAUSAL, P_ROWB, P_SPR = 1, 2, 3, 6, 7, 8, 9, 12, 13
 FMT = {"bf16": 0, "e4m3": 1, "ds_mla": 2}
+# MLA_XPARAM_KERNEL (mla_experimental.h) and the names of its values, in value order (MLA_XKERNEL_NAMES).
+P_XKERNEL = 0x10000
+XKERNELS = ["auto", "portable", "hopper", "hopper-wide", "hopper-narrow", "hopper-pair", "hopper-wide8"]
 
 # (format, heads, batch, q_len, seq_len, dist): FlashMLA's standard grid, then the length mixes.
 PRESET = [
@@ -93,11 +96,13 @@ class Mla:
             raise RuntimeError(f"{what}: {self.L.mla_status_string(st).decode()}: "
                                f"{self.L.mla_context_last_error(self.ctx).decode()}")
 
+    kernel = 0  # MLA_XPARAM_KERNEL of every plan (--kernel)
+
     def config(self, h_q, s_q, fmt, sblk, causal, page=64):
         cfg = vp()
         self.check(self.L.mla_config_create(C.byref(cfg)), "mla_config_create")
         for p, v in [(P_HEADS, h_q), (P_QLEN, s_q), (P_FMT, FMT[fmt]), (P_PAGE, page), (P_SBLK, sblk),
-                     (P_CAUSAL, int(causal))]:
+                     (P_CAUSAL, int(causal)), (P_XKERNEL, self.kernel)]:
             self.check(self.L.mla_config_set_int(cfg, p, v), "mla_config_set_int")
         return cfg
 
@@ -330,6 +335,8 @@ def main():
     ap.add_argument("--read-roof", type=float, default=4.48, help="read-only streaming rate, TB/s")
     ap.add_argument("--gemm-roof", type=float, default=790.0, help="dense BF16 rate, TFLOP/s")
     ap.add_argument("--json", help="write every number here")
+    ap.add_argument("--kernel", default="auto", choices=XKERNELS,
+                    help="libmla's decode kernel (MLA_XPARAM_KERNEL, experimental); a shape it does not serve fails")
     ap.add_argument("--kernels", action="store_true",
                     help="also print each kernel's mean duration in the decode and FlashMLA graphs")
     a = ap.parse_args()
@@ -341,8 +348,10 @@ def main():
                  for d in a.dist.split(",")]
     fm = FlashMLA(a.flashmla_anchor)
     mla = Mla(a.lib)
+    mla.kernel = XKERNELS.index(a.kernel)
     here = os.path.dirname(os.path.abspath(__file__))
-    print(f"# {torch.cuda.get_device_name()}; libmla {mla.info} (commit {git_commit(here)}); {fm.name}; "
+    print(f"# {torch.cuda.get_device_name()}; libmla {mla.info} (commit {git_commit(here)}, kernel {a.kernel}); "
+          f"{fm.name}; "
           f"{time.strftime('%Y-%m-%d %H:%M')}; graph of {a.calls} calls, median of {a.reps} replays")
     print("| kv | h_q | b | q_len | s_k | lengths | libmla decode us | libmla step us/layer | FlashMLA BF16 us "
           "| FM/decode | FM/step | FlashMLA sparse-FP8 us | FMsp/step | TFLOP/s (step) | KV TB/s (step) "

@@ -71,13 +71,17 @@ typedef enum mla_xkernel {
     MLA_XKERNEL_HOPPER_NARROW = 4,
     /** The wide sm_90a kernel in clusters of two thread blocks: E4M3
      *  caches, query heads per KV head a multiple of 128. */
-    MLA_XKERNEL_HOPPER_PAIR = 5
+    MLA_XKERNEL_HOPPER_PAIR = 5,
+    /** The wide sm_90a kernel for FP8 caches that converts in registers
+     *  (E4M3 and DS_MLA; E4M3 block scales with one KV head).  Not yet
+     *  taken by the automatic choice. */
+    MLA_XKERNEL_HOPPER_WIDE8 = 6
 } mla_xkernel_t;
 
 /** Short names of the mla_xkernel_t values in value order, for command
  *  lines and test tables: `static const char *const n[] = {MLA_XKERNEL_NAMES};`. */
 #define MLA_XKERNEL_NAMES \
-    "auto", "portable", "hopper", "hopper-wide", "hopper-narrow", "hopper-pair"
+    "auto", "portable", "hopper", "hopper-wide", "hopper-narrow", "hopper-pair", "hopper-wide8"
 
 #ifdef __cplusplus
 }

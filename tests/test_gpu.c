@@ -307,6 +307,12 @@ static void build_cases(void)
             c->kernel = "hopper-narrow";
             c = add_case(128, 1, 1, M_G128, 64, 0, 7, lens_mix7);
             c->kernel = "hopper-pair";
+            c = add_case(128, 1, 1, M_E4M3, 64, 0, 7, lens_mix7);
+            c->kernel = "hopper-wide8";
+            c = add_case(64, 1, 2, M_DSMLA, 64, 1, 7, lens_mix7);
+            c->kernel = "hopper-wide8";
+            c = add_case(128, 1, 1, M_G128, 64, 0, 7, lens_mix7);
+            c->kernel = "hopper-wide8";
         }
         finish_cases();
         return;
@@ -516,6 +522,50 @@ static void build_cases(void)
         }
         c = add_case(128, 1, 3, M_G64, 64, 1, 7, lens_mix7);
         c->kernel = "hopper-pair";
+        /* The wide FP8 kernel that converts in registers (forced: the
+         * automatic choice does not take it yet), in every FP8 scale mode:
+         * many tiles a CTA, MTP with causal, 48 rows (an M tile with dead
+         * rows), two M tiles of 100 rows, pages of 128. */
+        for (int m = 0; m < NMODES; m++) {
+            if (m == M_BF16)
+                continue;
+            for (int i = 0; i < 12; i++)
+                lens[i] = 1 + rnd_int(5000);
+            c = add_case(128, 1, 1, m, 64 << (m % 2), 0, 12, lens);
+            c->kernel = "hopper-wide8";
+            c->sample = 3;
+            c = add_case(64, 1, 2, m, 64, 1, 7, lens_mix7);
+            c->kernel = "hopper-wide8";
+            c = add_case(128, 1, 4, m, 128, 1, 7, lens_mix7);
+            c->kernel = "hopper-wide8";
+            c = add_case(16, 1, 3, m, 64, 1, 7, lens_mix7);
+            c->kernel = "hopper-wide8";
+            c = add_case(100, 1, 1, m, 64, 0, 7, lens_mix7);
+            c->kernel = "hopper-wide8";
+        }
+        /* More KV heads (a copy a row); Q far outside f16's range (E4M3
+         * without scales takes the scores in f16); e4m3 subnormals, and
+         * block scales past 2^7. */
+        c = add_case(64, 2, 1, M_E4M3, 64, 0, 7, lens_mix7);
+        c->kernel = "hopper-wide8";
+        c = add_case(128, 2, 2, M_DSMLA, 64, 1, 7, lens_mix7);
+        c->kernel = "hopper-wide8";
+        for (int big = 0; big < 2; big++) {
+            c = add_case(64, 1, 1, M_E4M3, 64, 0, 7, lens_mix7);
+            c->kernel = "hopper-wide8";
+            c->q_scale = big ? 1e6 : 1e-6;
+            c->softmax_scale = big ? 1e-6 : 1e6;
+        }
+        c = add_case(64, 1, 1, M_E4M3, 64, 0, 8, lens_long8);
+        c->kernel = "hopper-wide8";
+        c->kv_mul = 1e-3;
+        for (int m = M_G128; m <= M_DSMLA; m++) {
+            c = add_case(128, 1, 1, m, 64, 0, 8, lens_long8);
+            c->kernel = "hopper-wide8";
+            c->kv_mul = 1e5;
+            c->kv_tail_mul = 1000;
+            c->softmax_scale = 2e-5;
+        }
     }
 
     /* Odds and ends: no LSE, explicit softmax scale, all lengths 0, a plan
@@ -1037,10 +1087,10 @@ static const int32_t nf_lens[NF_KINDS] = {70, 70, 1500, 70, 1500, 70, 70, 9, 150
 struct nf_case {
     int mode, family, q_len;
 };
-enum { NF_PORTABLE_16, NF_PORTABLE_128, NF_NARROW, NF_WIDE, NF_PAIR, NF_FAMILIES };
-static const char *const nf_family_names[NF_FAMILIES] = {"portable", "portable", "hopper-narrow",
-                                                         "hopper-wide", "hopper-pair"};
-#define MAX_NF_CASES 64
+enum { NF_PORTABLE_16, NF_PORTABLE_128, NF_NARROW, NF_WIDE, NF_PAIR, NF_WIDE8, NF_FAMILIES };
+static const char *const nf_family_names[NF_FAMILIES] = {
+    "portable", "portable", "hopper-narrow", "hopper-wide", "hopper-pair", "hopper-wide8"};
+#define MAX_NF_CASES 80
 static struct nf_case g_nf[MAX_NF_CASES];
 static int g_nnf;
 
@@ -1052,6 +1102,8 @@ static void build_nf_cases(void)
         for (int m = 0; m < NMODES; m++) {
             if (f == NF_PAIR && (m == M_BF16 || m == M_DSMLA))
                 continue; /* the pairs take E4M3 only */
+            if (f == NF_WIDE8 && m == M_BF16)
+                continue; /* FP8 only */
             if (g_quick && (f != NF_PORTABLE_16 || m % 2))
                 continue;
             for (int n = 1; n <= 2; n++)
@@ -1116,7 +1168,7 @@ START_TEST(decode_nonfinite)
     rnd_start(7000 + (uint64_t)_i);
     memset(&c, 0, sizeof(c));
     c.h_q = k->family == NF_PORTABLE_128 || k->family == NF_PAIR ? 128
-            : k->family == NF_WIDE                               ? 64
+            : k->family == NF_WIDE || k->family == NF_WIDE8      ? 64
             : k->q_len > 1 && fmt == MLA_KV_BF16                 ? 8 /* narrow BF16: 16 rows */
                                                                  : 16;
     c.h_kv = 1;
@@ -1846,6 +1898,11 @@ static void build_san_cases(void)
     san_case("BF16 wide, 63 heads a KV head", 126, 2, 2, M_BF16, 128, 1, 6, mixb, "hopper");
     san_case("E4M3 narrow, 3 KV heads", 9, 3, 4, M_E4M3, 1024, 1, 6, p1024, "hopper");
     san_case("DS_MLA narrow, two M tiles", 16, 1, 2, M_DSMLA, 1024, 1, 8, l8, "hopper");
+    /* The wide FP8 kernel converting in registers: its P slots' protocol
+     * at odd and even tile counts, MTP with causal, empty requests. */
+    san_case("E4M3 wide8, MTP", 64, 1, 2, M_E4M3, 64, 1, 6, mixc, "hopper-wide8");
+    san_case("DS_MLA wide8, 128 heads", 128, 1, 1, M_DSMLA, 128, 0, 6, l700, "hopper-wide8");
+    san_case("E4M3 /64 wide8, MTP", 64, 1, 4, M_G64, 64, 1, 6, mixa, "hopper-wide8");
     /* Many CTAs of short requests, the scheduler with its block-table CTAs. */
     rnd_start(4000);
     for (int i = 0; i < 40; i++)

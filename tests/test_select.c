@@ -62,7 +62,8 @@ enum {
     HOPPER = MLA_XKERNEL_HOPPER,
     WIDE = MLA_XKERNEL_HOPPER_WIDE,
     NARROW = MLA_XKERNEL_HOPPER_NARROW,
-    PAIR = MLA_XKERNEL_HOPPER_PAIR
+    PAIR = MLA_XKERNEL_HOPPER_PAIR,
+    WIDE8 = MLA_XKERNEL_HOPPER_WIDE8
 };
 
 struct sel_case {
@@ -119,6 +120,14 @@ static const struct sel_case cases[] = {
     {D_H200, E4M3, 0, 64, 1, 1, 64, 64, PAIR, 0, 0, NULL, 0},
     {D_H200, DSMLA, 0, 128, 1, 1, 64, 64, PAIR, 0, 0, NULL, 0},
     {D_H200, BF16, 0, 128, 1, 1, 64, 64, PAIR, 0, 0, NULL, 0},
+    {D_H200, E4M3, 0, 128, 1, 1, 64, 64, WIDE8, 0, 0, "hopper-wide8-e4m3", 2},
+    {D_H200, E4M3, 128, 64, 1, 4, 64, 1, WIDE8, 0, 0, "hopper-wide8-e4m3", 2},
+    {D_H200, E4M3, 32, 16, 1, 1, 64, 8, WIDE8, 0, 0, "hopper-wide8-e4m3", 2},
+    {D_H200, E4M3, 0, 128, 2, 1, 64, 64, WIDE8, 0, 0, "hopper-wide8-e4m3", 2},
+    {D_H200, E4M3, 128, 128, 2, 1, 64, 64, WIDE8, 0, 0, NULL, 0},
+    {D_H200, DSMLA, 0, 128, 1, 2, 64, 64, WIDE8, 0, 0, "hopper-wide8-dsmla", 2},
+    {D_H200, DSMLA, 0, 64, 1, 1, 32, 64, WIDE8, 0, 0, NULL, 0},
+    {D_H200, BF16, 0, 128, 1, 1, 64, 64, WIDE8, 0, 0, NULL, 0},
     /* Hints steer the portable kernel and never turn the others off. */
     {D_H200, BF16, 0, 64, 1, 1, 64, 8, AUTO, 32, 4, "hopper-wide-bf16", 2},
     {D_H200, BF16, 0, 64, 1, 1, 64, 8, HOPPER, 64, 4, "hopper-wide-bf16", 2},
@@ -256,9 +265,11 @@ START_TEST(table)
             ck_assert_str_ne(v->name, mla__variants[b].name);
             ck_assert_str_ne(v->symbol, mla__variants[b].symbol);
         }
-        /* The wide BF16 kernel alone has no converter warpgroup. */
-        ck_assert_int_eq(v->threads,
-                         a == MLA_V_WIDE_BF16 ? MLA_HOPPER_BF16_THREADS : MLA_DECODE_THREADS);
+        /* The wide BF16 kernel and the wide FP8 one have no converter
+         * warpgroup. */
+        ck_assert_int_eq(v->threads, a == MLA_V_WIDE_BF16                     ? MLA_HOPPER_LEAN_THREADS
+                                     : v->family == MLA_XKERNEL_HOPPER_WIDE8 ? MLA_HOPPER_LEAN_THREADS
+                                                                              : MLA_DECODE_THREADS);
         ck_assert(v->cluster >= 1 && v->heads_multiple >= 1 && v->block_m >= 1);
         if (v->layout == MLA_LAYOUT_PORTABLE) {
             ck_assert_int_eq(strncmp(v->symbol, "mla_decode_", 11), 0);
@@ -270,7 +281,8 @@ START_TEST(table)
         ck_assert_int_eq(strncmp(v->symbol, "mla_hopper_", 11), 0);
         ck_assert_int_eq(v->arch, MLA_ARCH_SM90A);
         ck_assert(v->family == MLA_XKERNEL_HOPPER_WIDE || v->family == MLA_XKERNEL_HOPPER_NARROW ||
-                  v->family == MLA_XKERNEL_HOPPER_PAIR);
+                  v->family == MLA_XKERNEL_HOPPER_PAIR || v->family == MLA_XKERNEL_HOPPER_WIDE8);
+        ck_assert(v->family != MLA_XKERNEL_HOPPER_WIDE8 || v->format != MLA_FMT_BF16);
         ck_assert(v->family != MLA_XKERNEL_HOPPER_PAIR || v->format == MLA_FMT_FP8_E4M3);
         ck_assert_int_eq(v->cluster, v->family == MLA_XKERNEL_HOPPER_PAIR ? 2 : 1);
         int fallback = 0;

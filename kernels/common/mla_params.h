@@ -203,12 +203,14 @@ struct mla_append_params {
  *               when it saw no key
  */
 #define MLA_DECODE_THREADS 512 /* warps 0-7 MMA, 8-11 convert, 12 load, 13-15 idle */
-/* mla_hopper_decode_bf16 alone: warps 0-7 MMA, 8 load, 9-11 idle.  BF16
- * tiles need no converter warpgroup (the consumers load Q), and at 384
- * threads a thread starts with 168 registers instead of 128: ptxas checks
- * each wgmma against that entry count, and P V over a warpgroup's 256
- * columns in one m64n256k16 (128 accumulators) does not fit 128. */
-#define MLA_HOPPER_BF16_THREADS 384
+/* The sm_90a kernels without a converter warpgroup, mla_hopper_decode_bf16
+ * and mla_hopper_wide8_<f>: warps 0-7 MMA, 8 load, 9-11 idle.  BF16 tiles
+ * need no converter and the wide FP8 kernel converts in its consumers
+ * (which load Q), and at 384 threads a thread starts with 168 registers
+ * instead of 128: ptxas checks each wgmma against that entry count, and
+ * P V over a warpgroup's 256 columns in one m64n256k16 (128 accumulators)
+ * does not fit 128. */
+#define MLA_HOPPER_LEAN_THREADS 384
 /* 256: the cutting CTA's steps are scans and barriers over its warps;
  * at 512 threads the scheduler took 1.4-1.6 us longer (H200, h128 b1 to
  * b132; 128 threads: as fast at small batches, slower at b132). */
@@ -280,7 +282,7 @@ MLA_HD uint32_t mla_decode_smem_bytes(int32_t fmt, int32_t block_n, int32_t stag
  * f in {bf16, e4m3, dsmla}, struct mla_hopper_params.
  *   Same grid, block, PDL behaviour and workspace contract as
  *   mla_decode_<f>_n64, with block_n 64 and num_stages 2 (the scheduler's
- *   tiles are the same), but block MLA_HOPPER_BF16_THREADS (384) for
+ *   tiles are the same), but block MLA_HOPPER_LEAN_THREADS (384) for
  *   mla_hopper_decode_bf16; dynamic smem MLA_HOPPER_SMEM_BYTES.
  *   Needs page_size >= 64 (a KV tile is 64 consecutive rows of one page,
  *   one TMA box per 64 columns), num_pages * page_size < 2^31, and for
@@ -416,6 +418,45 @@ MLA_HD_CONSTEXPR uint32_t mla_narrow_smem_bytes(int32_t fmt)
     return (uint32_t)sizeof(struct mla_narrow8_head) +
            MLA_NARROW8_STAGES_DSMLA * mla_narrow8_stage_bytes(fmt, 0) +
            (uint32_t)sizeof(struct mla_narrow8_tail) + 1024u;
+}
+
+/*
+ * The wide FP8 sm_90a kernels, mla_hopper_wide8_<f>, f in {e4m3, dsmla}:
+ * the contract, grid and tensor maps of mla_hopper_decode_<f> (64-row M
+ * tiles), MLA_HOPPER_LEAN_THREADS threads.  Like the narrow FP8 kernels they
+ * compute S^T = K Q^T and O^T = V^T P^T with K and V^T built in registers
+ * from the FP8 stage as it landed, here with the 64 query rows as N: the
+ * two consumer warpgroups take the scores of alternate tiles and each
+ * multiplies every tile's P into its half of O^T's 512 rows
+ * (kernels/sm90/hopper_wide8.cuh).  Dynamic smem mla_wide8_smem_bytes().
+ */
+#define MLA_WIDE8_STAGES 3u
+
+/* Head: the Q tile (its dims permuted as the narrow FP8 kernel's); the P
+ * tile of each warpgroup's tiles (64 rows x 64 keys), with the reference
+ * maxima and the factors for O that came with it; the key limits of the
+ * rows; the column exchange (warpgroup x warp x 64 columns).  Then
+ * MLA_WIDE8_STAGES stages of mla_narrow8_stage_bytes(), then the tail:
+ * the mbarriers. */
+struct mla_wide8_head {
+    uint8_t q[MLA_HOPPER_CHUNKS][MLA_BLOCK_M][128];
+    uint8_t p[2][MLA_BLOCK_M][128];
+    float ref[2][MLA_BLOCK_M];
+    float alpha[2][MLA_BLOCK_M];
+    int32_t lim[MLA_BLOCK_M];
+    float cx[2][4][MLA_BLOCK_M];
+    uint32_t changed[2];
+    uint32_t pad[2];
+};
+struct mla_wide8_tail {
+    uint64_t bars[32];
+};
+
+MLA_HD_CONSTEXPR uint32_t mla_wide8_smem_bytes(int32_t fmt, int32_t spr)
+{
+    return (uint32_t)sizeof(struct mla_wide8_head) +
+           MLA_WIDE8_STAGES * mla_narrow8_stage_bytes(fmt, spr) +
+           (uint32_t)sizeof(struct mla_wide8_tail) + 1024u;
 }
 
 #endif /* MLA_PARAMS_H */

@@ -157,6 +157,35 @@ MLA_DEV void wgmma_m64n16_rs(float (&d)[2][4], const uint32_t (&a)[4], uint64_t 
 }
 #undef MLA_WGMMA_M64N16_RS
 
+/* d (+)= A[64 x 16] B[16 x 64], A in registers (the m16n8k16 fragments
+ * of wgmma_m64n16_rs), B K-major in shared memory: the wide FP8 kernel's
+ * S^T = K Q^T and O^T = V^T P^T with 64 query rows.  F16: f16 operands. */
+#define MLA_WGMMA_M64N64_RS(ty)                                                                 \
+    "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %37, 0;\n\t"                                          \
+    "wgmma.mma_async.sync.aligned.m64n64k16.f32." ty "." ty " {"                                \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                    \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"            \
+    "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n\t}"
+template <bool F16 = false>
+MLA_DEV void wgmma_m64n64_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db,
+                             uint32_t accumulate)
+{
+#define MLA_OPERANDS                                                                            \
+    : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), \
+      "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
+      "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), \
+      "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+      "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), \
+      "+f"(d[7][2]), "+f"(d[7][3])                                                              \
+    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate)
+    if constexpr (F16)
+        asm volatile(MLA_WGMMA_M64N64_RS("f16") MLA_OPERANDS);
+    else
+        asm volatile(MLA_WGMMA_M64N64_RS("bf16") MLA_OPERANDS);
+#undef MLA_OPERANDS
+}
+#undef MLA_WGMMA_M64N64_RS
+
 /* The 64 accumulator operands of an m64n128 wgmma: columns [8 NT0, 8 NT0 +
  * 128) of the accumulator d. */
 #define MLA_WGMMA_ACC128(d, NT0) \

@@ -19,7 +19,11 @@
  *                          (hopper_narrow.cuh; a 18-KB Q tile);
  *   mla_hopper_narrow_<f8> narrow FP8: the same MMAs with A built in
  *                          registers from the FP8 stage by the consumers
- *                          (hopper_narrow_fp8.cuh; 4-5 FP8 stages).
+ *                          (hopper_narrow_fp8.cuh; 4-5 FP8 stages);
+ *   mla_hopper_wide8_<f8>  wide FP8 the same way, 64 rows as N, the
+ *                          warpgroups on alternate tiles' scores and each
+ *                          on half of O^T (hopper_wide8.cuh; 3 FP8
+ *                          stages, 384 threads: decode_wide8).
  *
  * Warp roles (512 threads; setmaxnreg budgets below):
  *   warps 0-7   two consumer warpgroups;
@@ -27,7 +31,7 @@
  *               (hopper_convert.cuh);
  *   warp 12     loader, one elected lane (hopper_load.cuh).
  * mla_hopper_decode_bf16 has 384 threads and no converter
- * (MLA_HOPPER_BF16_THREADS; its P V wgmmas are m64n256, which need more
+ * (MLA_HOPPER_LEAN_THREADS; its P V wgmmas are m64n256, which need more
  * than the 128 registers a thread of 512 starts with):
  *   warps 0-7   two consumer warpgroups, which also load Q;
  *   warp 8      loader, one elected lane; warps 9-11 only complete its
@@ -63,6 +67,9 @@
  *   to_wg1/to_wg0 128 (wide BF16): one consumer warpgroup handing its
  *                running maximum (and P) to the other, once per tile pair.
  *   sums         256 (wide): the consumers' row sums exchanged, used once.
+ *   p_full/p_free (wide FP8, in the converted words) 128 / 256: a
+ *                warpgroup published P in its slot / both warpgroups' P V
+ *                of it retired (hopper_wide8.cuh); fin[2] 256, used once.
  *   sent[s]      1 (E4M3 pairs): a remote arrival from thread 0 of the
  *                other CTA's warpgroup that takes stage s, once that
  *                CTA's converted barriers of the tile completed, i.e. the
@@ -85,6 +92,7 @@
 #include "hopper_seesaw.cuh"
 #include "hopper_narrow.cuh"
 #include "hopper_narrow_fp8.cuh"
+#include "hopper_wide8.cuh"
 
 namespace mla {
 namespace hopper {
@@ -215,6 +223,51 @@ MLA_DEV void decode(const mla_hopper_params &hp)
         cluster_sync();
 }
 
+/* The wide FP8 kernels (hopper_wide8.cuh): warps 0-7 consumers, warp 8
+ * the loader (the narrow FP8 kernels' bulk copies), 9-11 idle; the
+ * consumers load the Q tile themselves.  setmaxnreg moves registers
+ * within the block's launch allocation: 3 warpgroups x 168. */
+constexpr int kWide8Consumer = 240, kWide8Load = 24;
+static_assert(MLA_HOPPER_LEAN_THREADS == 3 * 128 &&
+                  2 * kWide8Consumer + kWide8Load == 3 * entry_regs(MLA_HOPPER_LEAN_THREADS),
+              "register budget: three warpgroups");
+
+template <int FMT>
+MLA_DEV void decode_wide8(const mla_hopper_params &hp)
+{
+    const mla_decode_params &p = hp.p;
+    griddep_wait(); /* the schedule; Q, the cache */
+    if (!wide8_launch_matches<FMT>(p))
+        __trap();
+    if (!cta_has_work(p)) {
+        if (threadIdx.x == 0)
+            report_bad_call(p);
+        return;
+    }
+    Cta c0;
+    wide8_layout<FMT>(p, c0);
+    if (threadIdx.x == 0)
+        init_wide8_barriers<FMT>(c0);
+    __syncthreads();
+    const uint32_t warp = __shfl_sync(0xffffffffu, threadIdx.x >> 5, 0);
+    const uint32_t lane = threadIdx.x & 31u;
+    Cta c;
+    if (warp < 8) {
+        setmaxnreg_inc<kWide8Consumer>();
+        wide8_layout<FMT>(p, c);
+        cta_work(p, kBN, c);
+        Wide8Consumer<FMT> cons(p, c, warp >> 2, warp & 3u, lane);
+        cons.run();
+    } else {
+        setmaxnreg_dec<kWide8Load>();
+        if (warp == 8 && elect_one()) {
+            wide8_layout<FMT>(p, c);
+            cta_work(p, kBN, c);
+            load_role<FMT, true, false>(hp, c);
+        }
+    }
+}
+
 } /* namespace hopper */
 } /* namespace mla */
 
@@ -231,6 +284,16 @@ MLA_HOPPER_KERNEL(mla_hopper_decode_dsmla, MLA_FMT_FP8_DS_MLA, false)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_bf16, MLA_FMT_BF16, true)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_e4m3, MLA_FMT_FP8_E4M3, true)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_dsmla, MLA_FMT_FP8_DS_MLA, true)
+
+#define MLA_WIDE8_KERNEL(name, fmt)                                                             \
+    extern "C" __global__ void __launch_bounds__(MLA_HOPPER_LEAN_THREADS, 1)                          \
+        name(const __grid_constant__ mla_hopper_params hp)                                      \
+    {                                                                                           \
+        mla::hopper::decode_wide8<fmt>(hp);                                                     \
+    }
+
+MLA_WIDE8_KERNEL(mla_hopper_wide8_e4m3, MLA_FMT_FP8_E4M3)
+MLA_WIDE8_KERNEL(mla_hopper_wide8_dsmla, MLA_FMT_FP8_DS_MLA)
 
 /* The 2-CTA pair: clusters of the M tiles 2k, 2k + 1. */
 extern "C" __global__ void __cluster_dims__(2, 1, 1)

@@ -90,7 +90,7 @@ template <int FMT, bool NARROW, bool PAIR>
 constexpr bool kNoConverter = FMT == MLA_FMT_BF16 && !NARROW && !PAIR;
 template <int FMT, bool NARROW, bool PAIR>
 constexpr uint32_t kThreads =
-    kNoConverter<FMT, NARROW, PAIR> ? MLA_HOPPER_BF16_THREADS : MLA_DECODE_THREADS;
+    kNoConverter<FMT, NARROW, PAIR> ? MLA_HOPPER_LEAN_THREADS : MLA_DECODE_THREADS;
 /* Registers a thread holds at the entry of a kernel of `threads` threads
  * (one block an SM: the 64 K register file, in units of 8): what ptxas
  * checks each instruction against, and what the setmaxnreg budgets of a
@@ -100,7 +100,7 @@ constexpr int entry_regs(uint32_t threads)
     return (int)(65536u / threads) & ~7;
 }
 static_assert(entry_regs(MLA_DECODE_THREADS) == 128 &&
-                  entry_regs(MLA_HOPPER_BF16_THREADS) == 168,
+                  entry_regs(MLA_HOPPER_LEAN_THREADS) == 168,
               "entry register counts");
 
 /* A narrow FP8 tile lands row-major in the stage by bulk copies (one with
@@ -269,6 +269,48 @@ MLA_DEV void layout(const mla_decode_params &p, Cta &c)
         c.bars = base + (uint32_t)offsetof(L, bars);
     }
 }
+
+/* The wide FP8 layout (mla_wide8_head, the FP8 stages as the narrow FP8
+ * kernels land them, mla_wide8_tail): its launch check and buffers. */
+template <int FMT>
+MLA_DEV bool wide8_launch_matches(const mla_decode_params &p)
+{
+    return FMT != MLA_FMT_BF16 && p.kv_format == FMT && p.block_n == (int)kBN &&
+           p.num_stages == (int)kStages && p.page_size >= (int)kBN && p.block_m == MLA_BLOCK_M;
+}
+
+template <int FMT>
+MLA_DEV void wide8_layout(const mla_decode_params &p, Cta &c)
+{
+    extern __shared__ __align__(1024) uint8_t smem[];
+    using L = mla_wide8_head;
+    const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;
+    c.rank = 0u;
+    c.sq = base;
+    c.qchunk = kChunk;
+    c.pbuf = base + (uint32_t)offsetof(L, p);
+    c.xchg = base; /* the head: hopper_wide8.cuh takes its fields by offsetof */
+    c.cmax = base + (uint32_t)offsetof(L, cx);
+    c.skv = base + (uint32_t)sizeof(L);
+    c.sstride = c.scl_stride = mla_narrow8_stage_bytes(FMT, p.scales_per_row);
+    c.nstages = MLA_WIDE8_STAGES;
+    c.sscl = c.skv + (FMT == MLA_FMT_FP8_DS_MLA ? kDsScaleOffset : kBN * kFp8RowPitch<FMT>);
+    c.bars = c.skv + c.nstages * c.sstride + (uint32_t)offsetof(mla_wide8_tail, bars);
+}
+
+constexpr bool wide8_fits(int32_t fmt, int32_t spr)
+{
+    return mla_wide8_smem_bytes(fmt, spr) <= MLA_SMEM_BUDGET;
+}
+static_assert(wide8_fits(MLA_FMT_FP8_E4M3, 0) && wide8_fits(MLA_FMT_FP8_E4M3, MLA_SPR_128) &&
+                  wide8_fits(MLA_FMT_FP8_E4M3, MLA_SPR_64) &&
+                  wide8_fits(MLA_FMT_FP8_E4M3, MLA_SPR_32) &&
+                  wide8_fits(MLA_FMT_FP8_DS_MLA, 0),
+              "the wide FP8 layout fits");
+static_assert(offsetof(mla_wide8_head, p) % 1024 == 0 && sizeof(mla_wide8_head) % 16 == 0 &&
+                  MLA_WIDE8_STAGES <= sizeof(Bars::loaded) / 8 &&
+                  sizeof(Bars) <= sizeof(mla_wide8_tail::bars),
+              "wide FP8 layout alignment and barrier block");
 
 /* The work of this CTA and its buffers; false if it has nothing to do
  * (uniform over the CTA).  NARROW picks the layout.  The launch matches

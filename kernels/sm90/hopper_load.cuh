@@ -179,12 +179,15 @@ MLA_DEV QGranule q_granule(const mla_decode_params &p, const Cta &c, uint32_t i)
 }
 
 /* BF16 as it is, all in flight as cp.async copies; the caller waits
- * (cp_async_wait_all). */
+ * (cp_async_wait_all).  ROWS rows (16, or the wide FP8 kernel's 64) by
+ * THREADS threads. */
+template <uint32_t ROWS = MLA_NARROW_ROWS, uint32_t THREADS = 128>
 MLA_DEV void load_q_permuted(const mla_decode_params &p, const Cta &c, uint32_t tid)
 {
+    static_assert(ROWS * 72u % THREADS == 0, "whole granules a thread");
 #pragma unroll 3
-    for (uint32_t k = 0; k < 9; k++) {
-        const QGranule q = q_granule(p, c, tid + 128u * k);
+    for (uint32_t k = 0; k < ROWS * 72u / THREADS; k++) {
+        const QGranule q = q_granule(p, c, tid + THREADS * k);
 #pragma unroll
         for (uint32_t t = 0; t < 4; t++)
             cp_async_4z(q.dst + 4u * t, q.src ? q.src + 8u * t : (const uint32_t *)p.q,
@@ -198,19 +201,23 @@ MLA_DEV void load_q_permuted(const mla_decode_params &p, const Cta &c, uint32_t 
  * (e4m3_lo/hi_f16x2).  kq puts the tile's largest |q| in [2^14, 2^15), so
  * f16 holds every bf16 value exactly but those below 2^-38 of that
  * largest (flushed towards zero: a change of the scores far below fp32
- * accumulation error); returns 2^-kq, the factor that undoes it.  All 128
- * threads of the warpgroup call it; named barrier kNbCvt, scratch words at
- * maxw (4 words).
+ * accumulation error); returns 2^-kq, the factor that undoes it.  All
+ * THREADS threads call it; named barrier BAR, scratch words at maxw (one
+ * a warp).
  */
+template <uint32_t ROWS = MLA_NARROW_ROWS, uint32_t THREADS = 128, uint32_t BAR = kNbCvt>
 MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint32_t tid,
                                   uint32_t nf16, uint32_t maxw)
 {
-    /* Two passes over the 36 words of a thread (the second from L1): the
-     * warpgroup's 56 registers do not hold them across the reduction. */
+    static_assert(ROWS * 72u % THREADS == 0, "whole granules a thread");
+    constexpr uint32_t kIters = ROWS * 72u / THREADS;
+    /* Two passes over the words of a thread (the second from L1): the
+     * narrow kernels' converter warpgroup's 56 registers do not hold them
+     * across the reduction. */
     uint32_t m = 0u; /* bits of the largest |q|: non-negative floats order as integers */
 #pragma unroll 3
-    for (uint32_t k = 0; k < 9; k++) {
-        const QGranule q = q_granule(p, c, tid + 128u * k);
+    for (uint32_t k = 0; k < kIters; k++) {
+        const QGranule q = q_granule(p, c, tid + THREADS * k);
         if (q.src && q.ch < nf16)
 #pragma unroll
             for (uint32_t t = 0; t < 4; t++) {
@@ -225,16 +232,23 @@ MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint
     m = __reduce_max_sync(0xffffffffu, m);
     if ((tid & 31u) == 0)
         sts32(maxw + 4u * (tid >> 5), m);
-    bar_sync(kNbCvt, 128);
-    m = max(max(lds32(maxw), lds32(maxw + 4u)), max(lds32(maxw + 8u), lds32(maxw + 12u)));
+    bar_sync(BAR, THREADS);
+    if constexpr (THREADS == 128) {
+        m = max(max(lds32(maxw), lds32(maxw + 4u)), max(lds32(maxw + 8u), lds32(maxw + 12u)));
+    } else {
+        m = 0u;
+#pragma unroll
+        for (uint32_t w = 0; w < THREADS / 32u; w++)
+            m = max(m, lds32(maxw + 4u * w));
+    }
     /* floor(log2 max) = e; kq = 14 - e, kept where 2^kq and 2^-kq are
      * normal floats (a zero tile: anything). */
     const int e = (int)(m >> 23) - 127;
     const int kq = max(-120, min(100, 14 - e));
     const float up = __int_as_float((127 + kq) << 23);
 #pragma unroll 3
-    for (uint32_t k = 0; k < 9; k++) {
-        const QGranule q = q_granule(p, c, tid + 128u * k);
+    for (uint32_t k = 0; k < kIters; k++) {
+        const QGranule q = q_granule(p, c, tid + THREADS * k);
 #pragma unroll
         for (uint32_t t = 0; t < 4; t++) {
             uint32_t x = q.src ? __ldg(q.src + 8u * t) : 0u;

@@ -83,6 +83,19 @@ const struct mla_variant mla__variants[MLA_NUM_VARIANTS] = {
                             .block_m = MLA_NARROW_ROWS, .heads_multiple = 1,
                             .max_rows = 2 * MLA_NARROW_ROWS, .auto_full_rows_modes = DSMLA_MODES,
                             .auto_min_seqs = MLA_NARROW8_MIN_SEQS},
+    /* Wide FP8 converting in registers (kernels/sm90/hopper_wide8.cuh): M
+     * tiles of 64 rows, three FP8 stages.  Forced only until it is
+     * measured against the pairs and the wide kernel. */
+    [MLA_V_WIDE8_E4M3] = {HOPPER(MLA_FMT_FP8_E4M3, wide8, "e4m3", E4M3_MODES),
+                          .symbol = "mla_hopper_wide8_e4m3", .family = MLA_XKERNEL_HOPPER_WIDE8,
+                          .layout = MLA_LAYOUT_WIDE8, .threads = MLA_HOPPER_LEAN_THREADS, .cluster = 1,
+                          .block_m = MLA_BLOCK_M, .heads_multiple = 1,
+                          .auto_min_seqs = INT32_MAX},
+    [MLA_V_WIDE8_DSMLA] = {HOPPER(MLA_FMT_FP8_DS_MLA, wide8, "dsmla", DSMLA_MODES),
+                           .symbol = "mla_hopper_wide8_dsmla", .family = MLA_XKERNEL_HOPPER_WIDE8,
+                           .layout = MLA_LAYOUT_WIDE8, .threads = MLA_HOPPER_LEAN_THREADS, .cluster = 1,
+                           .block_m = MLA_BLOCK_M, .heads_multiple = 1,
+                           .auto_min_seqs = INT32_MAX},
     /* Pairs: the wide E4M3 kernel as clusters of two thread blocks, M tiles
      * 2k and 2k + 1, which convert each tile once for both and feed the
      * seesaw consumers (H200, h128 b132 s8192: /128 808 against 844 us,
@@ -93,10 +106,10 @@ const struct mla_variant mla__variants[MLA_NUM_VARIANTS] = {
                          .layout = MLA_LAYOUT_WIDE, .threads = MLA_DECODE_THREADS,
                          .cluster = 2, .block_m = MLA_BLOCK_M, .heads_multiple = 2 * MLA_BLOCK_M},
     /* Wide: M tiles of 64 rows, any number.  BF16 without the converter
-     * warpgroup (mla_params.h, MLA_HOPPER_BF16_THREADS). */
+     * warpgroup (mla_params.h, MLA_HOPPER_LEAN_THREADS). */
     [MLA_V_WIDE_BF16] = {HOPPER(MLA_FMT_BF16, wide, "bf16", BF16_MODES),
                          .symbol = "mla_hopper_decode_bf16", .family = MLA_XKERNEL_HOPPER_WIDE,
-                         .layout = MLA_LAYOUT_WIDE, .threads = MLA_HOPPER_BF16_THREADS,
+                         .layout = MLA_LAYOUT_WIDE, .threads = MLA_HOPPER_LEAN_THREADS,
                          .cluster = 1, .block_m = MLA_BLOCK_M, .heads_multiple = 1},
     [MLA_V_WIDE_E4M3] = {HOPPER(MLA_FMT_FP8_E4M3, wide, "e4m3", E4M3_MODES),
                          .symbol = "mla_hopper_decode_e4m3", .family = MLA_XKERNEL_HOPPER_WIDE,
@@ -127,6 +140,8 @@ uint32_t mla__variant_smem(const struct mla_variant *v, int32_t stages, int32_t 
         return mla_decode_smem_bytes(v->format, v->block_n, stages, scales_per_row);
     case MLA_LAYOUT_WIDE:
         return MLA_HOPPER_SMEM_BYTES;
+    case MLA_LAYOUT_WIDE8:
+        return mla_wide8_smem_bytes(v->format, scales_per_row);
     default:
         return mla_narrow_smem_bytes(v->format);
     }
@@ -146,6 +161,7 @@ static const char *kernel_name(int32_t kernel)
         [MLA_XKERNEL_HOPPER_WIDE] = "MLA_XKERNEL_HOPPER_WIDE",
         [MLA_XKERNEL_HOPPER_NARROW] = "MLA_XKERNEL_HOPPER_NARROW",
         [MLA_XKERNEL_HOPPER_PAIR] = "MLA_XKERNEL_HOPPER_PAIR",
+        [MLA_XKERNEL_HOPPER_WIDE8] = "MLA_XKERNEL_HOPPER_WIDE8",
     };
     return kernel >= 0 && kernel < (int32_t)(sizeof(names) / sizeof(names[0])) ? names[kernel]
                                                                                : "?";

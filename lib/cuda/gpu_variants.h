@@ -30,7 +30,8 @@ int mla__arch_runs_on(int arch, int cc_major, int cc_minor);
 enum mla_layout {
     MLA_LAYOUT_PORTABLE, /* Q tile and a ring of stages x block_n rows */
     MLA_LAYOUT_WIDE,     /* the sm_90a wide layout, pairs included */
-    MLA_LAYOUT_NARROW    /* the sm_90a narrow layout of the format */
+    MLA_LAYOUT_NARROW,   /* the sm_90a narrow layout of the format */
+    MLA_LAYOUT_WIDE8     /* the sm_90a wide FP8 layout (FP8 stages) */
 };
 
 /* The variants, in the order the automatic choice prefers them: the
@@ -39,6 +40,8 @@ enum mla_variant_id {
     MLA_V_NARROW_BF16,
     MLA_V_NARROW_E4M3,
     MLA_V_NARROW_DSMLA,
+    MLA_V_WIDE8_E4M3,
+    MLA_V_WIDE8_DSMLA,
     MLA_V_PAIR_E4M3,
     MLA_V_WIDE_BF16,
     MLA_V_WIDE_E4M3,

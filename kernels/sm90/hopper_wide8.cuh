@@ -1,0 +1,666 @@
+/*
+ * hopper_wide8.cuh - the consumer warpgroups (warps 0-7) of the wide FP8
+ * sm_90a kernels (E4M3, DS_MLA), 64 packed query rows a CTA.  As in the
+ * narrow FP8 kernel (hopper_narrow_fp8.cuh) there is no BF16 copy of a
+ * tile: the consumers build their wgmma A fragments in registers from the
+ * FP8 stage as it landed, so the stages hold FP8 bytes only (three in
+ * flight beside the 72-KB Q tile, where a BF16 stage took 72 KB), and no
+ * warpgroup converts for the others.  With 64 rows as the N of the MMAs:
+ *
+ *   S^T[64 keys x 64 rows] = K Q^T     36 k-steps of m64n64k16, by the
+ *                                      warpgroup whose tile it is (WG 0
+ *                                      the even tiles of the piece, WG 1
+ *                                      the odd ones);
+ *   O^T[512 dims x 64 rows] += V^T P^T each warpgroup its 256 dims (128
+ *                                      fp32 registers) of every tile: 4
+ *                                      m-tiles x 4 k-steps.
+ *
+ * The warpgroup that took a tile's scores turns them into P against a
+ * reference maximum per row and publishes P (8 KB, the B operand of both
+ * warpgroups' P V) with that reference and, if it changed, the factors
+ * for O, in its P slot; the slot is free again once both warpgroups'
+ * P V of the tile retired (mbarriers p_full, p_free).  The references
+ * are lazy (softmax.cuh, ColumnSoftmax::lazy_exp): a tile takes the
+ * previous tile's reference unless a score passes it by more than 2^8,
+ * and only then do the warps of the warpgroup agree on the tile's column
+ * maxima and publish factors.  So the only chain between the warpgroups
+ * is each tile's reference after the previous one's: the scores of both
+ * tiles of a pair run side by side, and each warpgroup applies every
+ * tile's factors in tile order before its P V of that tile, so both
+ * halves of O^T and both partial row sums stay in the same units.
+ *
+ * Fragments as in the narrow FP8 kernel: QK's A rows are keys 16 w + g
+ * and + 8, one 16-byte load a row and chunk gives a thread 4 k-steps
+ * (the Q tile holds Q with the same dim permutation); PV's A rows are
+ * value dims, thread (w, g) of warpgroup wg holds dims 128 b + 32 w + 4 g
+ * .. + 3 of blocks b = 2 wg, 2 wg + 1, one 4-byte load a key and block;
+ * the P tile's keys are in that fragment order.  Conversions:
+ *  - E4M3 without block scales: K bytes to f16 (one cvt a pair) against
+ *    the f16 Q tile (scaled by a power of two); V to bf16 times 2^-120
+ *    (three integer instructions a pair), P carrying 2^112 (O^T holds
+ *    O / 2^8);
+ *  - block scales (E4M3 /128, /64, /32, DS_MLA): K and V times their
+ *    scales in fp32, rounded to bf16 (convert.cuh's scaled pair), against
+ *    a BF16 Q tile; DS_MLA's bf16 RoPE enters the scores as it is, its
+ *    nope part scaled by kv_scale too (the RoPE is unscaled), the
+ *    scores then times score_scale_log2 / kv_scale.  Keys past the
+ *    length have their V bytes and scales zeroed.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef MLA_HOPPER_WIDE8_CUH
+#define MLA_HOPPER_WIDE8_CUH
+
+#include "hopper_layout.cuh"
+#include "hopper_consume.cuh"
+#include "hopper_load.cuh"
+#include "wgmma.cuh"
+#include "epilogue.cuh"
+#include "convert.cuh"
+#include "hopper_narrow_fp8.cuh" /* kPFold: P against V converted unscaled */
+
+namespace mla {
+namespace hopper {
+
+/* The head's fields (c.xchg is the head's base), the P slots' barriers
+ * and the end's (the converted[] words, which this layout does not use:
+ * p_full[2] of 128 arrivals, p_free[2] of 256, fin[2] of 256 used once
+ * each), and the named barrier of both warpgroups (only before their
+ * tile loops: after them the warpgroups have passed different numbers of
+ * their own barriers, and racecheck flagged a named barrier of both
+ * there in the narrow kernel: doc/performance.md, Measured reasons). */
+constexpr uint32_t kW8Ref = offsetof(mla_wide8_head, ref),
+                   kW8Alpha = offsetof(mla_wide8_head, alpha),
+                   kW8Lim = offsetof(mla_wide8_head, lim),
+                   kW8Changed = offsetof(mla_wide8_head, changed);
+constexpr uint32_t kBarPFull = kBarConverted, kBarPFree = kBarConverted + 16u,
+                   kBarFin = kBarConverted + 32u;
+constexpr uint32_t kNbBoth = kNbP;
+static_assert(kBarFin + 16u <= kBarConverted + sizeof(Bars::converted), "P slot and end barriers");
+static_assert(32u * kStageRow <= MLA_WIDE8_STAGES * mla_narrow8_stage_bytes(MLA_FMT_FP8_E4M3, 0) &&
+                  32u * kStageRow <= sizeof(mla_wide8_head::q),
+              "32 output rows are staged in the stages, 32 over the Q tile");
+
+template <int FMT>
+MLA_DEV void init_wide8_barriers(const Cta &c)
+{
+    for (uint32_t s = 0; s < MLA_WIDE8_STAGES; s++) {
+        mbar_init(c.bars + kBarLoaded + 8u * s, 1);
+        mbar_init(c.bars + kBarFree + 8u * s, 256);
+    }
+    for (uint32_t k = 0; k < 2; k++) {
+        mbar_init(c.bars + kBarPFull + 8u * k, 128);
+        mbar_init(c.bars + kBarPFree + 8u * k, 256);
+    }
+    for (uint32_t k = 0; k < 2; k++)
+        mbar_init(c.bars + kBarFin + 8u * k, 256);
+    fence_mbar_init();
+}
+
+template <int FMT>
+struct Wide8Consumer {
+    static constexpr uint32_t RP = kFp8RowPitch<FMT>;
+    const mla_decode_params &p;
+    const Cta &c;
+    uint32_t wg, w, g, t, tid; /* tid: 0..255 over both consumer warpgroups */
+    int gshift, spr;           /* E4M3 block scales (0: none) */
+    float smul;                /* scores to log2 units */
+    float o[4][8][4];          /* O^T: m-tile mm, query columns 8 nt + 2 t (+1) */
+    float l[2];                /* this warp's part of the row sums of columns
+                                * col(2 g) and col(2 g + 1), in the units of the
+                                * last tile it took factors of */
+
+    MLA_DEV Wide8Consumer(const mla_decode_params &p_, const Cta &c_, uint32_t wg_, uint32_t wl,
+                          uint32_t lane)
+        : p(p_), c(c_), wg(wg_), w(wl), g(lane >> 2), t(lane & 3u),
+          tid(128u * wg_ + 32u * wl + lane)
+    {
+        spr = FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0;
+        gshift = spr > 0 ? 31 - __clz(p.scale_block) : 0;
+#pragma unroll
+        for (int mm = 0; mm < 4; mm++)
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    o[mm][nt][e] = 0.0f;
+        l[0] = l[1] = 0.0f;
+    }
+
+    /* DS_MLA: kv_scale, folded into the nope K scales (the RoPE is
+     * unscaled). */
+    MLA_DEV float kmul() const { return FMT == MLA_FMT_FP8_DS_MLA ? p.out_scale : 1.0f; }
+    /* Whether K and V carry block scales (else E4M3 converts unscaled). */
+    MLA_DEV bool scaled() const { return FMT == MLA_FMT_FP8_DS_MLA || spr > 0; }
+
+    /* Query column (packed row of the M tile) of register slot j: slot j
+     * is s[j / 2][(j & 1) + 2h] of an S^T fragment, h the key half. */
+    MLA_DEV uint32_t col(int j) const { return 8u * (uint32_t)(j >> 1) + 2u * t + (uint32_t)(j & 1); }
+
+    MLA_DEV uint32_t pfull(uint32_t slot) const { return c.bars + kBarPFull + 8u * slot; }
+    MLA_DEV uint32_t pfree(uint32_t slot) const { return c.bars + kBarPFree + 8u * slot; }
+    MLA_DEV uint32_t pslot(uint32_t slot) const { return c.pbuf + kPTile8 * slot; }
+    static constexpr uint32_t kPTile8 = sizeof(mla_wide8_head::p[0]);
+
+    /* ---- S^T = K Q^T ---- */
+
+    /* Scale of key row r over this thread's 16 dims of chunk ch. */
+    MLA_DEV float k_scale(uint32_t scl, uint32_t r, uint32_t ch) const
+    {
+        if (FMT == MLA_FMT_FP8_DS_MLA)
+            return lds_f32(scl + RP * r + 4u * (ch >> 1)) * kmul();
+        return lds_f32(scl + 4u * (r * (uint32_t)spr + ((64u * ch + 16u * t) >> gshift)));
+    }
+
+    /* The bytes of chunk ch for key rows 16 w + g (x) and + 8 (y), loaded
+     * before the wait for the buffer they go to; DS_MLA chunk 8 is the
+     * bf16 RoPE, two 16-byte granules a row. */
+    struct KRaw {
+        uint4 x, y, x2, y2;
+        float sx, sy;
+    };
+
+    template <bool SC>
+    MLA_DEV KRaw k_load(uint32_t stg, uint32_t scl, uint32_t ch) const
+    {
+        const uint32_t r0 = 16u * w + g, r1 = r0 + 8u;
+        KRaw k;
+        k.sx = k.sy = 1.0f;
+        if (FMT == MLA_FMT_FP8_DS_MLA && ch == 8) {
+            const uint32_t b = stg + kDsRopeOffset + 32u * t;
+            k.x = lds128(b + RP * r0);
+            k.x2 = lds128(b + 16u + RP * r0);
+            k.y = lds128(b + RP * r1);
+            k.y2 = lds128(b + 16u + RP * r1);
+            return k;
+        }
+        const uint32_t b = stg + 64u * ch + 16u * t;
+        k.x = lds128(b + RP * r0);
+        k.y = lds128(b + RP * r1);
+        k.x2 = k.y2 = make_uint4(0u, 0u, 0u, 0u);
+        if (SC) {
+            k.sx = k_scale(scl, r0, ch);
+            k.sy = k_scale(scl, r1, ch);
+        }
+        return k;
+    }
+
+    /* The 4 k-steps' fragments of chunk ch: a[s] = {row g cols 2t.., row
+     * g + 8, row g cols 2t + 8.., row g + 8}.  A scale that is not finite
+     * makes the key's scores NaN (masked when the key is past the
+     * length). */
+    template <bool SC>
+    MLA_DEV void k_frags(const KRaw &k, uint32_t ch, uint32_t (&a)[4][4]) const
+    {
+        if (FMT == MLA_FMT_FP8_DS_MLA && ch == 8) {
+            const uint32_t x8[8] = {k.x.x, k.x.y, k.x.z, k.x.w, k.x2.x, k.x2.y, k.x2.z, k.x2.w};
+            const uint32_t y8[8] = {k.y.x, k.y.y, k.y.z, k.y.w, k.y2.x, k.y2.y, k.y2.z, k.y2.w};
+#pragma unroll
+            for (int st = 0; st < 4; st++) {
+                a[st][0] = x8[2 * st];
+                a[st][1] = y8[2 * st];
+                a[st][2] = x8[2 * st + 1];
+                a[st][3] = y8[2 * st + 1];
+            }
+            return;
+        }
+        const uint32_t xw[4] = {k.x.x, k.x.y, k.x.z, k.x.w}, yw[4] = {k.y.x, k.y.y, k.y.z, k.y.w};
+#pragma unroll
+        for (int st = 0; st < 4; st++) {
+            if constexpr (SC) {
+                a[st][0] = e4m3_pair_bf16x2_scaled<0, 1>(xw[st], 0u, k.sx, k.sx);
+                a[st][1] = e4m3_pair_bf16x2_scaled<0, 1>(yw[st], 0u, k.sy, k.sy);
+                a[st][2] = e4m3_pair_bf16x2_scaled<2, 3>(xw[st], 0u, k.sx, k.sx);
+                a[st][3] = e4m3_pair_bf16x2_scaled<2, 3>(yw[st], 0u, k.sy, k.sy);
+            } else {
+                a[st][0] = e4m3_lo_f16x2(xw[st]);
+                a[st][1] = e4m3_lo_f16x2(yw[st]);
+                a[st][2] = e4m3_hi_f16x2(xw[st]);
+                a[st][3] = e4m3_hi_f16x2(yw[st]);
+            }
+        }
+    }
+
+    /* S^T of the tile in stage stg into s: chunk by chunk, the fragments of
+     * chunk ch + 1 built while the tensor cores run chunk ch (two buffers,
+     * a commit group a chunk).  No wgmma of this warpgroup may be in
+     * flight on entry (else ptxas serializes the loop). */
+    template <bool SC>
+    MLA_DEV void qk(float (&s)[8][4], uint32_t stg, uint32_t scl)
+    {
+        uint32_t a[2][4][4];
+        k_frags<SC>(k_load<SC>(stg, scl, 0), 0, a[0]);
+        const uint64_t q0 = wg_desc(c.sq, 16u, 1024u);
+#pragma unroll
+        for (uint32_t ch = 0; ch < 9; ch++) {
+            wg_fence();
+#pragma unroll
+            for (uint32_t st = 0; st < 4; st++)
+                wgmma_m64n64_rs<!SC>(s, a[ch % 2][st], wg_desc_add(q0, ch * kChunk + 32u * st),
+                                     (ch | st) != 0 ? 1u : 0u);
+            wg_commit();
+            if (ch + 1 < 9) {
+                const KRaw k = k_load<SC>(stg, scl, ch + 1);
+                wg_wait<1>(); /* chunk ch - 1 retired: its buffer is free */
+                k_frags<SC>(k, ch + 1, a[(ch + 1) % 2]);
+            }
+        }
+        wg_wait<0>();
+        wg_hold(s);
+    }
+
+    /* ---- the tile's P ---- */
+
+    /* The row sums take the factors of the tile in P slot `slot` (the
+     * other warpgroup's, published), if its reference changed. */
+    MLA_DEV void take_factors(uint32_t slot)
+    {
+        if (lds32(c.xchg + kW8Changed + 4u * slot) != 0u)
+            scale_sums(slot);
+    }
+
+    /* l times the factors in P slot `slot`. */
+    MLA_DEV void scale_sums(uint32_t slot)
+    {
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            l[i] *= lds_f32(c.xchg + kW8Alpha + 256u * slot + 4u * col(2 * (int)g + i));
+    }
+
+    /* The tile's sums lt over the warp's 16 keys, reduced and scattered
+     * over the 8 lanes of equal t: lane g adds those of slots 2 g and
+     * 2 g + 1 to l (three halving exchanges, 14 shuffles). */
+    MLA_DEV void add_sums(const float (&lt)[16])
+    {
+        float h8[8], h4[4];
+        const bool b2 = g & 4u, b1 = g & 2u, b0 = g & 1u;
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            h8[i] = (b2 ? lt[i + 8] : lt[i]) + __shfl_xor_sync(0xffffffffu, b2 ? lt[i] : lt[i + 8], 16);
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            h4[i] = (b1 ? h8[i + 4] : h8[i]) + __shfl_xor_sync(0xffffffffu, b1 ? h8[i] : h8[i + 4], 8);
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            l[i] += (b0 ? h4[i + 2] : h4[i]) + __shfl_xor_sync(0xffffffffu, b0 ? h4[i] : h4[i + 2], 4);
+    }
+
+    /*
+     * Tile k of the piece (this warpgroup's), scores in s: scaled and
+     * masked, P against the reference after tile k - 1 (published by the
+     * other warpgroup), new maxima where a score passed it by more than
+     * 2^8, then P, the reference and the factors into this warpgroup's P
+     * slot.  The row sums take tile k - 1's factors (the other
+     * warpgroup's: this one's were taken when it published), then this
+     * tile's and its P.
+     */
+    template <bool SC>
+    MLA_DEV void publish(int k, float (&s)[8][4])
+    {
+        const float ninf = -__int_as_float(0x7f800000);
+        const uint32_t slot = wg, head = c.xchg;
+        const int tile = c.t0 + k;
+        const int key0 = tile * (int)kBN + 16 * (int)w + (int)g;
+        /* keys every row sees: the length, less the later tokens' */
+        const bool mask = (tile + 1) * (int)kBN > (p.causal ? c.len - p.q_len + 1 : c.len);
+        /* slot j: s[j / 2][(j & 1) + 2 h], keys key0 + 8 h */
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const int lim = mask ? (int)lds32(head + kW8Lim + 4u * col(j)) : 0x7fffffff;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float &v = s[j >> 1][(j & 1) + 2 * h];
+                v = key0 + 8 * h < lim ? v * smul : ninf;
+            }
+        }
+        /* The reference after tile k - 1 (-inf before the first tile),
+         * read where needed rather than held: registers. */
+        const uint32_t rprev = head + kW8Ref + 256u * (slot ^ 1u), rnew = head + kW8Ref + 256u * slot;
+        if (k > 0) {
+            mbar_wait(pfull(slot ^ 1u), (uint32_t)((k - 1) >> 1) & 1u);
+            take_factors(slot ^ 1u);
+        }
+        bool jump = false;
+#pragma unroll
+        for (int j = 0; j < 16; j++) { /* ref -inf: any live score jumps */
+            const float r = k > 0 ? lds_f32(rprev + 4u * col(j)) : ninf;
+            jump |= fmaxf(s[j >> 1][j & 1], s[j >> 1][(j & 1) + 2]) > r + ColumnSoftmax::kLazy;
+        }
+        const bool changed = bar_red_or(kNbWg0 + wg, 128, jump);
+        /* The previous P of this slot (tile k - 2) has left both
+         * warpgroups' P V, and with it their reads of its factors. */
+        if (k >= 2)
+            mbar_wait(pfree(slot), (uint32_t)((k >> 1) - 1) & 1u);
+        if (changed) {
+            /* The tile's column maxima over the warpgroup; the new
+             * reference, the factors for O and the sums. */
+            const uint32_t cx = c.cmax + 1024u * wg;
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                float mx = fmaxf(s[j >> 1][j & 1], s[j >> 1][(j & 1) + 2]);
+#pragma unroll
+                for (int x = 4; x < 32; x <<= 1)
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
+                if (g == 0)
+                    sts32(cx + 256u * w + 4u * col(j), __float_as_uint(mx));
+            }
+            bar_sync(kNbWg0 + wg, 128);
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                float m = lds_f32(cx + 4u * col(j));
+#pragma unroll
+                for (uint32_t x = 1; x < 4; x++)
+                    m = fmaxf(m, lds_f32(cx + 256u * x + 4u * col(j)));
+                const float r = k > 0 ? lds_f32(rprev + 4u * col(j)) : ninf;
+                const float nr = fmaxf(r, m);
+                const float alpha = r == ninf ? 0.0f : ex2(r - nr);
+                if (w == 0 && g == 0) {
+                    sts32(rnew + 4u * col(j), __float_as_uint(nr));
+                    sts32(head + kW8Alpha + 256u * slot + 4u * col(j), __float_as_uint(alpha));
+                }
+            }
+            bar_sync(kNbWg0 + wg, 128); /* the new reference, for every thread */
+            scale_sums(slot);
+        } else if (w == 0 && g == 0) {
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+                sts32(rnew + 4u * col(j),
+                      __float_as_uint(k > 0 ? lds_f32(rprev + 4u * col(j)) : ninf));
+        }
+        const uint32_t rcur = changed ? rnew : rprev;
+        const bool none = !changed && k == 0; /* no reference yet: every score masked */
+        const float pf = SC ? 1.0f : kPFold;
+        const uint32_t pt = pslot(slot);
+        float lt[16];
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+            lt[j] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const float r = none ? ninf : lds_f32(rcur + 4u * col(j));
+            const float base = r == ninf ? 0.0f : r;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const float pr = ex2(s[j >> 1][(j & 1) + 2 * h] - base);
+                lt[j] += pr;
+                /* the key's place in the PV fragments' order */
+                const uint32_t key = 16u * w + g + 8u * (uint32_t)h;
+                const uint32_t kk = key & 15u, i = kk >> 2;
+                const uint32_t pos = (key & ~15u) + 2u * (kk & 3u) + (i < 2u ? i : i + 6u);
+                sts16(p_tile_addr(pt, col(j), pos), (uint16_t)(pack_bf16x2(pr * pf, 0.0f) & 0xffffu));
+            }
+        }
+        if ((tid & 127u) == 0)
+            sts32(head + kW8Changed + 4u * slot, changed ? 1u : 0u);
+        fence_proxy_async(); /* P is read by the wgmmas (async proxy) */
+        mbar_arrive(pfull(slot));
+        add_sums(lt);
+    }
+
+    /* ---- O^T += V^T P^T ---- */
+
+    /* Scale of key row r over this thread's 4 value dims from d. */
+    MLA_DEV float v_scale(uint32_t scl, uint32_t r, uint32_t d) const
+    {
+        if (FMT == MLA_FMT_FP8_DS_MLA)
+            return lds_f32(scl + RP * r + 4u * (d >> 7));
+        return lds_f32(scl + 4u * (r * (uint32_t)spr + (d >> gshift)));
+    }
+
+    /* The V bytes of k-step ks for this thread's dims of blocks 2 wg (x)
+     * and 2 wg + 1 (y), keys 16 ks + t + 4 i, and with SC their scales
+     * (zeros past the length: garbage bytes or scales could be NaN). */
+    struct VRaw {
+        uint32_t x[4], y[4];
+        float sx[4], sy[4];
+    };
+
+    template <bool SC>
+    MLA_DEV VRaw v_load(uint32_t stg, uint32_t scl, uint32_t nvalid, uint32_t ks) const
+    {
+        const uint32_t d0 = 256u * wg + 32u * w + 4u * g;
+        VRaw r;
+#pragma unroll
+        for (uint32_t i = 0; i < 4; i++) {
+            const uint32_t key = 16u * ks + t + 4u * i;
+            r.x[i] = lds32(stg + RP * key + d0);
+            r.y[i] = lds32(stg + RP * key + d0 + 128u);
+            r.sx[i] = r.sy[i] = 1.0f;
+            if (SC) {
+                r.sx[i] = v_scale(scl, key, d0);
+                r.sy[i] = v_scale(scl, key, d0 + 128u);
+                if (key >= nvalid) {
+                    r.x[i] = r.y[i] = 0u;
+                    r.sx[i] = r.sy[i] = 0.0f;
+                }
+            }
+        }
+        return r;
+    }
+
+    /* V^T fragments: m-tile mm (block 2 wg + mm / 2, its dims 2 (mm % 2)
+     * and + 1 as rows g and g + 8). */
+    template <bool SC>
+    MLA_DEV void v_frags(const VRaw &r, uint32_t (&a)[4][4]) const
+    {
+#pragma unroll
+        for (int mm = 0; mm < 4; mm++) {
+            const bool y = mm >> 1;
+            const uint32_t w0 = y ? r.y[0] : r.x[0], w1 = y ? r.y[1] : r.x[1];
+            const uint32_t w2 = y ? r.y[2] : r.x[2], w3 = y ? r.y[3] : r.x[3];
+            const float s0 = y ? r.sy[0] : r.sx[0], s1 = y ? r.sy[1] : r.sx[1];
+            const float s2 = y ? r.sy[2] : r.sx[2], s3 = y ? r.sy[3] : r.sx[3];
+            if (mm & 1) {
+                a[mm][0] = v_pair<SC, 2, 6>(w0, w1, s0, s1);
+                a[mm][1] = v_pair<SC, 3, 7>(w0, w1, s0, s1);
+                a[mm][2] = v_pair<SC, 2, 6>(w2, w3, s2, s3);
+                a[mm][3] = v_pair<SC, 3, 7>(w2, w3, s2, s3);
+            } else {
+                a[mm][0] = v_pair<SC, 0, 4>(w0, w1, s0, s1);
+                a[mm][1] = v_pair<SC, 1, 5>(w0, w1, s0, s1);
+                a[mm][2] = v_pair<SC, 0, 4>(w2, w3, s2, s3);
+                a[mm][3] = v_pair<SC, 1, 5>(w2, w3, s2, s3);
+            }
+        }
+    }
+
+    template <bool SC, int LO, int HI>
+    MLA_DEV static uint32_t v_pair(uint32_t a, uint32_t b, float s_lo, float s_hi)
+    {
+        if (SC)
+            return e4m3_pair_bf16x2_scaled<LO, HI>(a, b, s_lo, s_hi);
+        return e4m3_pair_bf16x2_raw<LO, HI>(a, b);
+    }
+
+    /*
+     * Tile k of the piece in stage st: once its P is published, O^T takes
+     * the tile's factors (if its reference changed; every wgmma of this
+     * warpgroup retired first), then 4 k-steps of 4 wgmmas, one commit
+     * group each, the stage freed once the last k-step's bytes are in
+     * registers.
+     */
+    template <bool SC>
+    MLA_DEV void pv_tile(int k, const PipeState &st)
+    {
+        const Pipe pipe = c.pipe();
+        const uint32_t slot = (uint32_t)k & 1u, head = c.xchg;
+        pipe.consumer_wait(st);
+        mbar_wait(pfull(slot), (uint32_t)(k >> 1) & 1u);
+        /* one answer for the warpgroup, visibly (ptxas keeps the wgmmas
+         * below off a divergent path) */
+        const bool changed = __shfl_sync(0xffffffffu, lds32(head + kW8Changed + 4u * slot), 0) != 0;
+        if (changed) {
+            wg_wait<0>();
+#pragma unroll
+            for (int mm = 0; mm < 4; mm++)
+                wg_hold(o[mm]);
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                const float a = lds_f32(head + kW8Alpha + 256u * slot + 4u * col(j));
+#pragma unroll
+                for (int mm = 0; mm < 4; mm++) {
+                    o[mm][j >> 1][j & 1] *= a;
+                    o[mm][j >> 1][(j & 1) + 2] *= a;
+                }
+            }
+        }
+        const uint32_t stg = c.stage(st.stage), scl = c.scales(st.stage);
+        const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - (c.t0 + k) * (int)kBN);
+        uint32_t a[2][4][4];
+        v_frags<SC>(v_load<SC>(stg, scl, nvalid, 0), a[0]);
+        const uint64_t p0 = wg_desc(pslot(slot), 16u, 1024u);
+#pragma unroll
+        for (uint32_t ks = 0; ks < 4; ks++) {
+            wg_fence();
+#pragma unroll
+            for (uint32_t mm = 0; mm < 4; mm++)
+                wgmma_m64n64_rs<false>(o[mm], a[ks % 2][mm], wg_desc_add(p0, 32u * ks), 1u);
+            wg_commit();
+            if (ks + 1 < 4) {
+                const VRaw r = v_load<SC>(stg, scl, nvalid, ks + 1);
+                if (ks + 1 == 3)
+                    pipe.consumer_release(st);
+                wg_wait<1>(); /* k-step ks - 1 retired: its buffer is free */
+                v_frags<SC>(r, a[(ks + 1) % 2]);
+            }
+        }
+    }
+
+    /* ---- the tile loop ---- */
+
+    template <bool SC>
+    MLA_DEV void tiles()
+    {
+        const Pipe pipe = c.pipe();
+        const int n = c.t1 - c.t0;
+        PipeState st; /* tile k0 of the pair */
+        st.init();
+        float s[8][4];
+        for (int k0 = 0; k0 < n; k0 += 2) {
+            /* The pair before has left this warpgroup's P V: free its P
+             * slots (the S^T wgmmas below must not be queued behind P V
+             * anyway: ptxas would serialize them). */
+            wg_wait<0>();
+#pragma unroll
+            for (int mm = 0; mm < 4; mm++)
+                wg_hold(o[mm]);
+            if (k0 >= 2) {
+                mbar_arrive(pfree(0));
+                mbar_arrive(pfree(1));
+            }
+            const int k = k0 + (int)wg;
+            if (k < n) {
+                PipeState sk = st;
+                if (wg)
+                    sk.advance(c.nstages);
+                pipe.consumer_wait(sk);
+                qk<SC>(s, c.stage(sk.stage), c.scales(sk.stage));
+                publish<SC>(k, s);
+            }
+            pv_tile<SC>(k0, st);
+            st.advance(c.nstages);
+            if (k0 + 1 < n) {
+                pv_tile<SC>(k0 + 1, st);
+                st.advance(c.nstages);
+            }
+        }
+        wg_wait<0>();
+#pragma unroll
+        for (int mm = 0; mm < 4; mm++)
+            wg_hold(o[mm]);
+    }
+
+    /* ---- the CTA ---- */
+
+    MLA_DEV void run()
+    {
+        const bool sc = scaled();
+        /* The Q tile by both warpgroups, f16 where K converts unscaled;
+         * the rows' key limits. */
+        float qscale = 1.0f;
+        if (sc) {
+            load_q_permuted<MLA_BLOCK_M, 256>(p, c, tid);
+            cp_async_wait_all();
+        } else {
+            qscale = load_q_permuted_f16<MLA_BLOCK_M, 256, kNbBoth>(p, c, tid, 9, c.cmax);
+        }
+        if (tid < MLA_BLOCK_M)
+            sts32(c.xchg + kW8Lim + 4u * tid, (uint32_t)row_limit(p, c, (int)tid));
+        fence_proxy_async();
+        bar_sync(kNbBoth, 256);
+        smul = p.score_scale_log2 * qscale / kmul();
+        if (sc)
+            tiles<true>();
+        else
+            tiles<false>();
+        if (tid == 0)
+            griddep_launch_dependents();
+        finish();
+    }
+
+    /* Both warpgroups at end step k (an mbarrier of 256 arrivals, used
+     * once). */
+    MLA_DEV void fin_sync(uint32_t k) const
+    {
+        mbar_arrive(c.bars + kBarFin + 8u * k);
+        mbar_wait(c.bars + kBarFin + 8u * k, 0);
+    }
+
+    /* The row sums over both warpgroups; then O normalized and staged,
+     * rows 0-31 at the start of the stages, rows 32-63 over the Q tile
+     * (kStageRow bytes a row; every tile has been consumed by both
+     * warpgroups), each warpgroup its 256 dims, and written out by both;
+     * and the LSEs, a thread a row. */
+    MLA_DEV void finish()
+    {
+        const int n = c.t1 - c.t0;
+        const float vunit = scaled() ? 1.0f : 0x1p120f / kPFold; /* O^T holds O / vunit */
+        const uint32_t tid = 128u * wg + 32u * w + 4u * g + t;
+        /* The last tile's factors, if it was the other warpgroup's. */
+        if (n > 0 && (uint32_t)((n - 1) & 1) != wg)
+            take_factors((uint32_t)(n - 1) & 1u);
+        const uint32_t cx = c.cmax;
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            sts32(cx + 1024u * wg + 256u * w + 4u * col(2 * (int)g + i), __float_as_uint(l[i]));
+        fin_sync(0);
+        const uint32_t half[2] = {c.stage(0), c.sq};
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            float lsum = 0.0f;
+#pragma unroll
+            for (uint32_t x = 0; x < 8; x++)
+                lsum += lds_f32(cx + 256u * x + 4u * col(j));
+            const float f = inv_sum(p, lsum) * vunit;
+            /* columns 0-31 (j < 8) in the first half, 32-63 in the second */
+            const uint32_t row = half[j >> 3] + (col(j) & 31u) * kStageRow;
+#pragma unroll
+            for (int bb = 0; bb < 2; bb++) {
+                const uint32_t d = 128u * (2u * wg + (uint32_t)bb) + 32u * w + 4u * g;
+                sts128(row + 4u * d, __float_as_uint(o[2 * bb][j >> 1][j & 1] * f),
+                       __float_as_uint(o[2 * bb][j >> 1][(j & 1) + 2] * f),
+                       __float_as_uint(o[2 * bb + 1][j >> 1][j & 1] * f),
+                       __float_as_uint(o[2 * bb + 1][j >> 1][(j & 1) + 2] * f));
+            }
+        }
+        fin_sync(1);
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++)
+            write_staged_rows(p, half[hh], kStageRow, max(0, min(32, c.rows_here - 32 * hh)), tid,
+                              256u, 32 * hh);
+        if ((int)tid < c.rows_here) {
+            float lsum = 0.0f;
+            for (uint32_t x = 0; x < 8; x++)
+                lsum += lds_f32(cx + 256u * x + 4u * tid);
+            const float m = n > 0 ? lds_f32(c.xchg + kW8Ref + 256u * ((uint32_t)(n - 1) & 1u) + 4u * tid)
+                                  : -__int_as_float(0x7f800000);
+            const OutTarget out(p);
+            out.write_lse(p, c.m_base + (int)tid, m, lsum);
+        }
+    }
+};
+
+} /* namespace hopper */
+} /* namespace mla */
+
+#endif /* MLA_HOPPER_WIDE8_CUH */

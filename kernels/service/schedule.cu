@@ -20,14 +20,21 @@
  * Pieces are stored largest first, so in-order dispatch packs the small
  * ones last.
  *
- * CTA 0 does it in three passes over the lengths, each thread taking a
- * contiguous run of requests: (1) read and check the lengths; prefix sums
- * of tiles and cost; (2) the equal-split candidates' piece counts and
- * sizes, and the rule; (3) prefix sums of the split pieces give their
- * partial slots, a histogram of sizes their order, then the pieces.  The
- * block-table entries are checked by the warps of CTA 0 when it is alone
- * (from the lengths it keeps in shared memory), else at the same time by
- * CTAs 1.., one warp a request, each into its flag byte (no memset).
+ * CTA 0 cuts on one of two paths that call the same functions for every
+ * rule and count (piece_at is cut()'s walk in closed form), so they make
+ * the same pieces.  The block path (cut_pieces) makes three passes over
+ * the lengths, each thread taking a contiguous run of requests: (1) read
+ * and check the lengths; prefix sums of tiles and cost; (2) the
+ * equal-split candidates' piece counts and sizes, and the rule; (3) prefix
+ * sums of the split pieces give their partial slots, a histogram of sizes
+ * their order, then the pieces.  Batches of up to kWarpBatch take the warp
+ * path (cut_warp): the same three steps in warp 0 alone, request b in lane
+ * b, scans and reductions by shuffles, with no CTA-wide barrier on its
+ * chain; its lanes make the pieces together, one each a round in request
+ * and key order, and order them by ballots.  The block-table entries are
+ * checked by CTA 0 when it is alone (by all its warps on the block path,
+ * by warps 1.. on the warp path), else at the same time by CTAs 1.., one
+ * warp a request, each into its flag byte (no memset).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -45,6 +52,10 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kRounds = 4;
 /* Piece sizes for the largest-first order. */
 constexpr int kBuckets = 32;
+/* Batches up to this take the warp path (cut_warp): a request a lane of
+ * warp 0, every scan and reduction a warp shuffle, no barrier on its
+ * chain. */
+constexpr int kWarpBatch = 32;
 
 /* Per equal-split candidate r: pieces, split pieces (partial slots),
  * largest and smallest piece. */
@@ -77,17 +88,25 @@ struct Shared {
     int npieces;
 };
 
+/* Inclusive prefix sum of v over the warp. */
+template <class T>
+MLA_DEV T warp_scan(T v)
+{
+    const int lane = (int)(threadIdx.x & 31u);
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const T y = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o)
+            v += y;
+    }
+    return v;
+}
+
 /* Exclusive prefix sum of v over the CTA, and the total. */
 MLA_DEV long long block_scan(long long v, Shared &sh, long long &total)
 {
     const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
-    long long x = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const long long y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o)
-            x += y;
-    }
+    const long long x = warp_scan(v);
     if (lane == 31)
         sh.warp_sum[warp] = x;
     __syncthreads();
@@ -166,21 +185,79 @@ MLA_DEV int bucket(int tiles, float scale)
     return kBuckets - 1 - (k < kBuckets - 1 ? k : kBuckets - 1);
 }
 
-/* Pieces of a request under the rule, without walking them. */
-MLA_DEV int count_pieces(const Rule &rule, long long c0, int nt, int cost, int min_tiles)
+MLA_DEV float bucket_scale(int maxp)
 {
+    return (float)kBuckets / ((float)maxp + 1.0f);
+}
+
+/* Piece i (0 <= i < n) of the n pieces cut() makes of a request of nt
+ * tiles, in closed form: tiles [t0, t1).  Parts: a = c0 + cost, where its
+ * tiles start on the cost line, and k1 the first cut of part_cuts; piece
+ * i ends at cut k1 + i, the last at nt. */
+MLA_DEV void piece_at(const Rule &rule, long long a, long long k1, int nt, int n, int i, int &t0,
+                      int &t1)
+{
+    if (rule.parts) {
+        t0 = i == 0 ? 0 : (int)((k1 + i - 1) * rule.share - a);
+        t1 = i == n - 1 ? nt : (int)((k1 + i) * rule.share - a);
+        return;
+    }
+    const int q = nt / n, rem = nt - q * n; /* the first nt % n are a tile longer */
+    t0 = i * q + min(i, rem);
+    t1 = t0 + q + (i < rem ? 1 : 0);
+}
+
+/* Pieces of a request under the rule, without walking them; k1: the
+ * first cut of part_cuts (parts only), for piece_at. */
+MLA_DEV int count_pieces(const Rule &rule, long long c0, int nt, int cost, int min_tiles,
+                         long long &k1)
+{
+    k1 = 0;
     if (!rule.parts)
         return pieces_of(nt, rule.c, min_tiles);
-    long long k1, k2;
+    long long k2;
     part_cuts(c0 + cost, nt, rule.share, min_tiles, k1, k2);
     return k2 >= k1 ? (int)(k2 - k1) + 2 : 1;
 }
 
-/* The equal-split candidates' statistics over the CTA (warp shuffles,
- * then 16 threads over the warps' results). */
-MLA_DEV void reduce_stats(Stats &s, Shared &sh)
+MLA_DEV int count_pieces(const Rule &rule, long long c0, int nt, int cost, int min_tiles)
 {
-    const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
+    long long k1;
+    return count_pieces(rule, c0, nt, cost, min_tiles, k1);
+}
+
+/* The equal-split candidates: piece sizes c of about the step's tiles
+ * over r + 1 waves of slots (never under min_piece_tiles), and their
+ * statistics, empty. */
+MLA_DEV void candidates(const mla_decode_params &p, long long tiles, float (&cr)[kRounds],
+                        Stats &s)
+{
+#pragma unroll
+    for (int r = 0; r < kRounds; r++) {
+        const float c = (float)tiles / (float)((long long)(r + 1) * p.parts);
+        cr[r] = c > (float)p.min_piece_tiles ? c : (float)p.min_piece_tiles;
+        s.pieces[r] = s.split[r] = 0;
+        s.maxp[r] = 0;
+        s.minp[r] = 0x7fffffff;
+    }
+}
+
+/* Adds a request of nt > 0 tiles to the candidates' statistics. */
+MLA_DEV void add_request(Stats &s, int nt, const float (&cr)[kRounds], int min_tiles)
+{
+#pragma unroll
+    for (int r = 0; r < kRounds; r++) {
+        const int n = pieces_of(nt, cr[r], min_tiles);
+        s.pieces[r] += n;
+        s.split[r] += n > 1 ? n : 0;
+        s.maxp[r] = max(s.maxp[r], (nt + n - 1) / n);
+        s.minp[r] = min(s.minp[r], nt / n);
+    }
+}
+
+/* The statistics over the warp, in every lane. */
+MLA_DEV void warp_stats(Stats &s)
+{
 #pragma unroll
     for (int r = 0; r < kRounds; r++)
 #pragma unroll
@@ -190,6 +267,14 @@ MLA_DEV void reduce_stats(Stats &s, Shared &sh)
             s.maxp[r] = max(s.maxp[r], __shfl_xor_sync(0xffffffffu, s.maxp[r], o));
             s.minp[r] = min(s.minp[r], __shfl_xor_sync(0xffffffffu, s.minp[r], o));
         }
+}
+
+/* The statistics over the CTA (warp_stats, then 16 threads over the
+ * warps' results). */
+MLA_DEV void reduce_stats(Stats &s, Shared &sh)
+{
+    const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
+    warp_stats(s);
     if (lane == 0)
         sh.warp_stats[warp] = s;
     __syncthreads();
@@ -215,19 +300,20 @@ MLA_DEV void reduce_stats(Stats &s, Shared &sh)
 }
 
 /*
- * Thread 0: the rule whose estimated greedy schedule on p.parts slots is
- * shortest.  Equal splits over r waves, where they make pieces of about
- * one size: the largest piece, the work spread evenly, whole rounds of
- * the smallest pieces; parts: a share and about two pieces' fixed cost a
- * slot.  Parts always fit the grid and the partial slots (at most batch +
- * parts - 1 pieces, 2 (parts - 1) split); an equal split only where it
- * does.  (A greedy simulation of FlashMLA's benchmark lengths at 128
- * requests: equal splits 292 tile-times, parts 267, 245 ideal.)
+ * The rule whose estimated greedy schedule on p.parts slots is shortest,
+ * from the candidates' statistics t over the step's requests; maxp_out:
+ * its largest piece, for the buckets.  Equal splits over r waves, where
+ * they make pieces of about one size: the largest piece, the work spread
+ * evenly, whole rounds of the smallest pieces; parts: a share and about
+ * two pieces' fixed cost a slot.  Parts always fit the grid and the
+ * partial slots (at most batch + parts - 1 pieces, 2 (parts - 1) split);
+ * an equal split only where it does.  (A greedy simulation of FlashMLA's
+ * benchmark lengths at 128 requests: equal splits 292 tile-times, parts
+ * 267, 245 ideal.)
  */
-MLA_DEV void choose_rule(const mla_decode_params &p, Shared &sh, long long tiles,
-                         long long cost_total, const float (&cr)[kRounds])
+MLA_DEV Rule choose_rule(const mla_decode_params &p, const Stats &t, long long tiles,
+                         long long cost_total, const float (&cr)[kRounds], int &maxp_out)
 {
-    const Stats &t = sh.stats;
     const int cost = p.piece_cost;
     Rule rule;
     rule.parts = true;
@@ -255,8 +341,32 @@ MLA_DEV void choose_rule(const mla_decode_params &p, Shared &sh, long long tiles
             maxp = t.maxp[r];
         }
     }
-    sh.rule = rule;
-    sh.maxp = maxp;
+    maxp_out = maxp;
+    return rule;
+}
+
+/* The header, last (bad: a bad length or, when alone, entry). */
+MLA_DEV void write_header(const mla_decode_params &p, bool bad, int npieces, int ncombine)
+{
+    mla_ws_header *h = ws_header(p);
+    h->status = bad ? (int32_t)MLA_STATUS_OUT_OF_BOUNDS : 0;
+    h->plan_tag = p.plan_tag;
+    h->num_pieces = npieces;
+    h->block_table = p.block_table;
+    h->num_pages = p.num_pages;
+    h->max_pages_per_seq = p.max_pages_per_seq;
+    h->num_combine = ncombine;
+    h->magic = MLA_WS_MAGIC;
+}
+
+/* Whether request b's block-table entries hold a bad one (the lanes of a
+ * warp together), its length read from seq_lens; none for a bad length,
+ * which CTA 0 reports. */
+MLA_DEV bool request_bad_pages(const mla_decode_params &p, int b, long long limit,
+                               uint32_t lane)
+{
+    const int len = ((const int32_t *)p.seq_lens)[b];
+    return len >= 0 && len <= limit && bad_pages(p, b, len, lane);
 }
 
 /* CTA 0: lengths, pieces, header; the block table too when alone. */
@@ -313,33 +423,18 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
     /* 2: the equal-split candidates, and the rule. */
     float cr[kRounds];
     Stats s;
-#pragma unroll
-    for (int r = 0; r < kRounds; r++) {
-        const float c = (float)total_tiles / (float)((long long)(r + 1) * p.parts);
-        cr[r] = c > (float)min_tiles ? c : (float)min_tiles;
-        s.pieces[r] = s.split[r] = 0;
-        s.maxp[r] = 0;
-        s.minp[r] = 0x7fffffff;
-    }
+    candidates(p, total_tiles, cr, s);
     for (int b = lo; b < hi; b++) {
         const int nt = ceil_tiles(len_of(b), bn);
-        if (!nt)
-            continue;
-#pragma unroll
-        for (int r = 0; r < kRounds; r++) {
-            const int n = pieces_of(nt, cr[r], min_tiles);
-            s.pieces[r] += n;
-            s.split[r] += n > 1 ? n : 0;
-            s.maxp[r] = max(s.maxp[r], (nt + n - 1) / n);
-            s.minp[r] = min(s.minp[r], nt / n);
-        }
+        if (nt)
+            add_request(s, nt, cr, min_tiles);
     }
     reduce_stats(s, sh);
     if (tid == 0)
-        choose_rule(p, sh, total_tiles, total_line, cr);
+        sh.rule = choose_rule(p, sh.stats, total_tiles, total_line, cr, sh.maxp);
     __syncthreads();
     const Rule rule = sh.rule;
-    const float scale = (float)kBuckets / ((float)sh.maxp + 1.0f);
+    const float scale = bucket_scale(sh.maxp);
 
     /* 3: split slots by prefix sum, sizes by histogram, then the pieces. */
     int split = 0;
@@ -358,12 +453,7 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
     int slot = (int)block_scan(split, sh, nsplit); /* its syncs order hist */
     if (tid < 32) { /* kBuckets == 32: one warp's exclusive scan */
         const int v = sh.hist[tid];
-        int x = v;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int y = __shfl_up_sync(0xffffffffu, x, o);
-            x += (int)lane >= o ? y : 0;
-        }
+        const int x = warp_scan(v);
         sh.base[tid] = x - v;
         if (tid == 31)
             sh.npieces = x;
@@ -393,34 +483,162 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
     }
 
     bad_page = __syncthreads_or(bad_page) != 0;
-    if (tid == 0) {
-        mla_ws_header *h = ws_header(p);
-        h->status = bad_len || bad_page ? (int32_t)MLA_STATUS_OUT_OF_BOUNDS : 0;
-        h->plan_tag = p.plan_tag;
-        h->num_pieces = sh.npieces;
-        h->block_table = p.block_table;
-        h->num_pages = p.num_pages;
-        h->max_pages_per_seq = p.max_pages_per_seq;
-        h->num_combine = sh.ncombine;
-        h->magic = MLA_WS_MAGIC;
+    if (tid == 0)
+        write_header(p, bad_len || bad_page, sh.npieces, sh.ncombine);
+}
+
+/* One piece a lane of warp 0, k its bucket (any value where the lane has
+ * no piece), valid the lanes that have one: same, the lanes whose piece
+ * is in bucket k; mine, those whose piece is in bucket `lane`.  Five
+ * ballots, one per bit of k. */
+MLA_DEV void bucket_masks(int k, uint32_t valid, uint32_t &same, uint32_t &mine)
+{
+    static_assert(kBuckets == 32, "a bucket a lane");
+    const uint32_t lane = threadIdx.x & 31u;
+    same = mine = valid;
+#pragma unroll
+    for (int bit = 0; bit < 5; bit++) {
+        const uint32_t m = __ballot_sync(0xffffffffu, (k >> bit) & 1);
+        same &= (k >> bit) & 1 ? m : ~m;
+        mine &= (lane >> bit) & 1u ? m : ~m;
     }
+}
+
+/*
+ * CTA 0 for p.batch <= kWarpBatch: cut_pieces' steps in warp 0, lane b
+ * holding request b, and the same outputs but for the order of the
+ * pieces within a bucket (flat order here: by request, then by key).
+ * The pieces are made in rounds over their flat index g, piece 32 r + l
+ * in lane l of round r: its request is the first lane whose pieces end
+ * past g (binary search over the lanes' running counts), its tiles come
+ * from piece_at.  A first pass counts the buckets (a lane each), the
+ * second stores each piece at its bucket's next positions.  When alone,
+ * warps 1.. check the block table meanwhile.
+ */
+MLA_DEV void cut_warp(const mla_decode_params &p)
+{
+    static_assert(kWarpBatch <= 32 && kWarps > 1, "a request a lane; warps 1.. for pages");
+    const uint32_t full = 0xffffffffu, lane = threadIdx.x & 31u;
+    const long long limit = len_limit(p);
+    bool bad_len = false, bad_page = false;
+    int npieces = 0, ncombine = 0;
+    if (threadIdx.x < 32) {
+        const int32_t *lens = (const int32_t *)p.seq_lens;
+        uint8_t *ws = (uint8_t *)p.workspace;
+        int32_t *kept = (int32_t *)(ws + p.ws_lens);
+        int2 *reqs = (int2 *)(ws + p.ws_reqs);
+        int4 *pieces = (int4 *)(ws + p.ws_pieces);
+        int32_t *clist = (int32_t *)(ws + p.ws_clist);
+        const int bn = p.block_n, cost = p.piece_cost, min_tiles = p.min_piece_tiles;
+        const int b = (int)lane;
+        const bool here = b < p.batch;
+
+        /* 1 (cut_pieces' pass 1): the length, the tiles, where the request
+         * starts on the cost line (c0), the totals. */
+        int len = here ? lens[b] : 0;
+        const bool bad = len < 0 || len > limit;
+        if (bad)
+            len = 0;
+        if (here)
+            kept[b] = len;
+        const int nt = ceil_tiles(len, bn);
+        const long long line = nt ? nt + cost : 0;
+        const long long tiles_to = warp_scan((long long)nt), line_to = warp_scan(line);
+        const long long c0 = line_to - line;
+        const long long total_tiles = __shfl_sync(full, tiles_to, 31);
+        const long long total_line = __shfl_sync(full, line_to, 31);
+        bad_len = __any_sync(full, bad) != 0;
+
+        /* 2 (pass 2): the equal-split candidates, and the rule, in every
+         * lane. */
+        float cr[kRounds];
+        Stats s;
+        candidates(p, total_tiles, cr, s);
+        if (nt)
+            add_request(s, nt, cr, min_tiles);
+        warp_stats(s);
+        int maxp;
+        const Rule rule = choose_rule(p, s, total_tiles, total_line, cr, maxp);
+        const float scale = bucket_scale(maxp);
+
+        /* 3 (pass 3): the request's pieces, its first flat index and
+         * partial slot, reqs and the combine's list (empty requests and
+         * split ones). */
+        const long long a = c0 + cost;
+        long long k1 = 0;
+        const int n = nt ? count_pieces(rule, c0, nt, cost, min_tiles, k1) : 0;
+        const int split = n > 1 ? n : 0;
+        const int end = warp_scan(n), first = end - n;
+        const int slot = warp_scan(split) - split;
+        npieces = __shfl_sync(full, end, 31);
+        if (here)
+            reqs[b] = make_int2(n, n > 1 ? slot : -1);
+        const uint32_t lt = (1u << lane) - 1u;
+        const uint32_t comb = __ballot_sync(full, here && (nt == 0 || n > 1));
+        if ((comb >> lane) & 1u)
+            clist[__popc(comb & lt)] = b;
+        ncombine = __popc(comb);
+
+        /* Flat piece g into pc; returns its bucket (0 past the last). */
+        auto piece_g = [&](int g, int4 &pc) {
+            int o = 0; /* lanes whose pieces end at or before g */
+#pragma unroll
+            for (int step = 16; step > 0; step >>= 1)
+                o += __shfl_sync(full, end, o + step - 1) <= g ? step : 0;
+            const int i = g - __shfl_sync(full, first, o);
+            const int on = __shfl_sync(full, n, o), ont = __shfl_sync(full, nt, o);
+            const int oslot = __shfl_sync(full, slot, o);
+            const long long oa = __shfl_sync(full, a, o), ok1 = __shfl_sync(full, k1, o);
+            pc = make_int4(0, 0, 0, 0);
+            if (g >= npieces)
+                return 0;
+            int t0, t1;
+            piece_at(rule, oa, ok1, ont, on, i, t0, t1);
+            pc = make_int4(o, t0, t1, on > 1 ? oslot + i : -1);
+            return bucket(t1 - t0, scale);
+        };
+        int4 pc0; /* round 0's piece, kept for the second pass */
+        const int k0 = piece_g((int)lane, pc0);
+        int count = 0; /* pieces in bucket `lane` */
+        for (int g0 = 0; g0 < npieces; g0 += 32) {
+            int4 pc = pc0;
+            const int g = g0 + (int)lane, k = g0 ? piece_g(g, pc) : k0;
+            uint32_t same, mine;
+            bucket_masks(k, __ballot_sync(full, g < npieces), same, mine);
+            count += __popc(mine);
+        }
+        int next = warp_scan(count) - count; /* bucket `lane`'s next position */
+        for (int g0 = 0; g0 < npieces; g0 += 32) {
+            int4 pc = pc0;
+            const int g = g0 + (int)lane, k = g0 ? piece_g(g, pc) : k0;
+            uint32_t same, mine;
+            bucket_masks(k, __ballot_sync(full, g < npieces), same, mine);
+            const int at = __shfl_sync(full, next, k) + __popc(same & lt);
+            if (g < npieces)
+                pieces[at] = pc;
+            next += __popc(mine);
+        }
+    } else if (p.sched_ctas == 1) { /* the block table, a warp a request */
+        for (int b = (int)(threadIdx.x >> 5) - 1; b < p.batch; b += kWarps - 1)
+            bad_page |= request_bad_pages(p, b, limit, lane);
+    }
+    if (p.sched_ctas == 1)
+        bad_page = __syncthreads_or(bad_page) != 0;
+    if (threadIdx.x == 0)
+        write_header(p, bad_len || bad_page, npieces, ncombine);
 }
 
 /* CTAs 1..: a share of the block-table entries, one warp per request;
  * the verdict in this CTA's flag byte. */
 MLA_DEV void check_pages(const mla_decode_params &p)
 {
-    const int32_t *lens = (const int32_t *)p.seq_lens;
     const uint32_t lane = threadIdx.x & 31u;
     const long long limit = len_limit(p);
     const int stride = (int)(gridDim.x - 1) * kWarps;
     bool bad = false;
     for (int b = (int)(blockIdx.x - 1) * kWarps + (int)(threadIdx.x >> 5); b < p.batch;
-         b += stride) {
-        const int len = lens[b];
-        if (len >= 0 && len <= limit) /* else CTA 0 reports it */
-            bad |= bad_pages(p, b, len, lane);
-    }
+         b += stride)
+        bad |= request_bad_pages(p, b, limit, lane);
     bad = __syncthreads_or(bad) != 0;
     if (threadIdx.x == 0)
         ((uint8_t *)ws_header(p))[MLA_WS_FLAGS_OFFSET + blockIdx.x] = bad ? 1 : 0;
@@ -434,7 +652,9 @@ extern "C" __global__ void __launch_bounds__(MLA_SCHEDULE_THREADS, 1)
     mla_schedule_pieces(const __grid_constant__ mla_decode_params p)
 {
     mla::griddep_wait();
-    if (blockIdx.x == 0)
+    if (blockIdx.x == 0 && p.batch <= mla::sched::kWarpBatch)
+        mla::sched::cut_warp(p);
+    else if (blockIdx.x == 0)
         mla::sched::cut_pieces(p);
     else
         mla::sched::check_pages(p);

@@ -232,12 +232,16 @@ static_assert(MLA_HOPPER_LEAN_THREADS == 3 * 128 &&
                   2 * kWide8Consumer + kWide8Load == 3 * entry_regs(MLA_HOPPER_LEAN_THREADS),
               "register budget: three warpgroups");
 
-template <int FMT>
+/* SCALED: block scales (DS_MLA; E4M3 with scales_per_row > 0).  The two
+ * E4M3 consumers are two kernels: in one, ptxas spilled 116-192 bytes
+ * that neither spills alone. */
+template <int FMT, bool SCALED>
 MLA_DEV void decode_wide8(const mla_hopper_params &hp)
 {
     const mla_decode_params &p = hp.p;
     griddep_wait(); /* the schedule; Q, the cache */
-    if (!wide8_launch_matches<FMT>(p))
+    if (!wide8_launch_matches<FMT>(p) ||
+        (FMT == MLA_FMT_FP8_DS_MLA || p.scales_per_row > 0) != SCALED)
         __trap();
     if (!cta_has_work(p)) {
         if (threadIdx.x == 0)
@@ -256,7 +260,7 @@ MLA_DEV void decode_wide8(const mla_hopper_params &hp)
         setmaxnreg_inc<kWide8Consumer>();
         wide8_layout<FMT>(p, c);
         cta_work(p, kBN, c);
-        Wide8Consumer<FMT> cons(p, c, warp >> 2, warp & 3u, lane);
+        Wide8Consumer<FMT, SCALED> cons(p, c, warp >> 2, warp & 3u, lane);
         cons.run();
     } else {
         setmaxnreg_dec<kWide8Load>();
@@ -285,15 +289,16 @@ MLA_HOPPER_KERNEL(mla_hopper_narrow_bf16, MLA_FMT_BF16, true)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_e4m3, MLA_FMT_FP8_E4M3, true)
 MLA_HOPPER_KERNEL(mla_hopper_narrow_dsmla, MLA_FMT_FP8_DS_MLA, true)
 
-#define MLA_WIDE8_KERNEL(name, fmt)                                                             \
-    extern "C" __global__ void __launch_bounds__(MLA_HOPPER_LEAN_THREADS, 1)                          \
+#define MLA_WIDE8_KERNEL(name, fmt, scaled)                                                     \
+    extern "C" __global__ void __launch_bounds__(MLA_HOPPER_LEAN_THREADS, 1)                    \
         name(const __grid_constant__ mla_hopper_params hp)                                      \
     {                                                                                           \
-        mla::hopper::decode_wide8<fmt>(hp);                                                     \
+        mla::hopper::decode_wide8<fmt, scaled>(hp);                                             \
     }
 
-MLA_WIDE8_KERNEL(mla_hopper_wide8_e4m3, MLA_FMT_FP8_E4M3)
-MLA_WIDE8_KERNEL(mla_hopper_wide8_dsmla, MLA_FMT_FP8_DS_MLA)
+MLA_WIDE8_KERNEL(mla_hopper_wide8_e4m3, MLA_FMT_FP8_E4M3, false)
+MLA_WIDE8_KERNEL(mla_hopper_wide8_e4m3b, MLA_FMT_FP8_E4M3, true)
+MLA_WIDE8_KERNEL(mla_hopper_wide8_dsmla, MLA_FMT_FP8_DS_MLA, true)
 
 /* The 2-CTA pair: clusters of the M tiles 2k, 2k + 1. */
 extern "C" __global__ void __cluster_dims__(2, 1, 1)

@@ -39,12 +39,17 @@
  *    the f16 Q tile (scaled by a power of two); V to bf16 times 2^-120
  *    (three integer instructions a pair), P carrying 2^112 (O^T holds
  *    O / 2^8);
- *  - block scales (E4M3 /128, /64, /32, DS_MLA): K and V times their
- *    scales in fp32, rounded to bf16 (convert.cuh's scaled pair), against
- *    a BF16 Q tile; DS_MLA's bf16 RoPE enters the scores as it is, its
- *    nope part scaled by kv_scale too (the RoPE is unscaled), the
- *    scores then times score_scale_log2 / kv_scale.  Keys past the
- *    length have their V bytes and scales zeroed.
+ *  - block scales (E4M3 /128, /64, /32: mla_hopper_wide8_e4m3b; DS_MLA):
+ *    K bytes to f16 times its block's scale over a power of two of the
+ *    key, 2^e for its largest scale (a cvt and a multiply a pair), that
+ *    2^e put back on the key's scores; DS_MLA's bf16 RoPE times 2^-e
+ *    (exact) against a bf16 Q chunk, its nope scales times kv_scale (the
+ *    RoPE is unscaled; the scores then take score_scale_log2 / kv_scale).
+ *    V times its scales in fp32, rounded to bf16 (convert.cuh's scaled
+ *    pair).  Keys past the length have their V bytes and scales zeroed.
+ *    A block whose scale is below 2^-24 of its key's largest loses
+ *    precision in f16 (its share of the score is below the fp32 sums'
+ *    rounding there).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -76,6 +81,19 @@ constexpr uint32_t kW8Ref = offsetof(mla_wide8_head, ref),
 constexpr uint32_t kBarPFull = kBarConverted, kBarPFree = kBarConverted + 16u,
                    kBarFin = kBarConverted + 32u;
 constexpr uint32_t kNbBoth = kNbP;
+
+/* Block-scaled K (E4M3 /128, /64, /32, DS_MLA) in f16, each value times
+ * its block's scale over a power of two of its key (one multiply a pair
+ * after the cvt), against an f16 Q tile; the key's power of two goes onto
+ * its scores.  The alternative, bf16 from fp32 products (the narrow
+ * kernel's scaled pair: seven instructions a pair), is kept for the
+ * measurement that decides (bench/micro/fp8_tile.cu): build with
+ * -DMLA_WIDE8_SCALED_K_BF16. */
+#ifdef MLA_WIDE8_SCALED_K_BF16
+constexpr bool kScaledKF16 = false;
+#else
+constexpr bool kScaledKF16 = true;
+#endif
 static_assert(kBarFin + 16u <= kBarConverted + sizeof(Bars::converted), "P slot and end barriers");
 static_assert(32u * kStageRow <= MLA_WIDE8_STAGES * mla_narrow8_stage_bytes(MLA_FMT_FP8_E4M3, 0) &&
                   32u * kStageRow <= sizeof(mla_wide8_head::q),
@@ -97,13 +115,17 @@ MLA_DEV void init_wide8_barriers(const Cta &c)
     fence_mbar_init();
 }
 
-template <int FMT>
+/* SCALED: K and V carry block scales (DS_MLA always; E4M3 with
+ * scales_per_row > 0), else E4M3 converts unscaled.  (The E4M3 block sizes
+ * as compile-time constants, one instantiation each, made ptxas spill 392
+ * bytes in the kernel holding all four.) */
+template <int FMT, bool SCALED>
 struct Wide8Consumer {
+    static_assert(FMT != MLA_FMT_FP8_DS_MLA || SCALED, "DS_MLA's own scales");
     static constexpr uint32_t RP = kFp8RowPitch<FMT>;
     const mla_decode_params &p;
     const Cta &c;
-    uint32_t wg, w, g, t, tid; /* tid: 0..255 over both consumer warpgroups */
-    int gshift, spr;           /* E4M3 block scales (0: none) */
+    uint32_t wg, w, g, t;
     float smul;                /* scores to log2 units */
     float o[4][8][4];          /* O^T: m-tile mm, query columns 8 nt + 2 t (+1) */
     float l[2];                /* this warp's part of the row sums of columns
@@ -112,11 +134,8 @@ struct Wide8Consumer {
 
     MLA_DEV Wide8Consumer(const mla_decode_params &p_, const Cta &c_, uint32_t wg_, uint32_t wl,
                           uint32_t lane)
-        : p(p_), c(c_), wg(wg_), w(wl), g(lane >> 2), t(lane & 3u),
-          tid(128u * wg_ + 32u * wl + lane)
+        : p(p_), c(c_), wg(wg_), w(wl), g(lane >> 2), t(lane & 3u)
     {
-        spr = FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0;
-        gshift = spr > 0 ? 31 - __clz(p.scale_block) : 0;
 #pragma unroll
         for (int mm = 0; mm < 4; mm++)
 #pragma unroll
@@ -131,15 +150,48 @@ struct Wide8Consumer {
      * unscaled). */
     MLA_DEV float kmul() const { return FMT == MLA_FMT_FP8_DS_MLA ? p.out_scale : 1.0f; }
     /* Whether K and V carry block scales (else E4M3 converts unscaled). */
-    MLA_DEV bool scaled() const { return FMT == MLA_FMT_FP8_DS_MLA || spr > 0; }
+    static constexpr bool kScaled = SCALED;
+
+    /* E4M3 block scales a row, and log2 of their block (0: none); from
+     * the parameters (constant bank) rather than held: registers */
+    MLA_DEV int spr() const { return FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0; }
+    MLA_DEV int gshift() const { return spr() > 0 ? 31 - __clz(p.scale_block) : 0; }
+
+    /* 0..255 over both consumer warpgroups */
+    MLA_DEV uint32_t tid() const { return 128u * wg + 32u * w + 4u * g + t; }
+
+    /* The buffers, from the layout's base (c.sq) and constants rather than
+     * c's fields: registers, which the tile loop has none to spare of. */
+    MLA_DEV uint32_t head() const { return c.sq; }
+    MLA_DEV uint32_t cmax() const { return c.sq + (uint32_t)offsetof(mla_wide8_head, cx); }
+    MLA_DEV uint32_t stage_bytes() const
+    {
+        return mla_narrow8_stage_bytes(FMT, FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0);
+    }
+    MLA_DEV uint32_t stage(uint32_t s) const
+    {
+        return c.sq + (uint32_t)sizeof(mla_wide8_head) + s * stage_bytes();
+    }
+    MLA_DEV uint32_t scales(uint32_t s) const
+    {
+        return stage(s) + (FMT == MLA_FMT_FP8_DS_MLA ? kDsScaleOffset : kBN * RP);
+    }
+    MLA_DEV uint32_t bars() const
+    {
+        return stage(MLA_WIDE8_STAGES) + (uint32_t)offsetof(mla_wide8_tail, bars);
+    }
+    MLA_DEV Pipe pipe() const { return Pipe{bars() + kBarLoaded, bars() + kBarFree}; }
 
     /* Query column (packed row of the M tile) of register slot j: slot j
      * is s[j / 2][(j & 1) + 2h] of an S^T fragment, h the key half. */
     MLA_DEV uint32_t col(int j) const { return 8u * (uint32_t)(j >> 1) + 2u * t + (uint32_t)(j & 1); }
 
-    MLA_DEV uint32_t pfull(uint32_t slot) const { return c.bars + kBarPFull + 8u * slot; }
-    MLA_DEV uint32_t pfree(uint32_t slot) const { return c.bars + kBarPFree + 8u * slot; }
-    MLA_DEV uint32_t pslot(uint32_t slot) const { return c.pbuf + kPTile8 * slot; }
+    MLA_DEV uint32_t pfull(uint32_t slot) const { return bars() + kBarPFull + 8u * slot; }
+    MLA_DEV uint32_t pfree(uint32_t slot) const { return bars() + kBarPFree + 8u * slot; }
+    MLA_DEV uint32_t pslot(uint32_t slot) const
+    {
+        return c.sq + (uint32_t)offsetof(mla_wide8_head, p) + kPTile8 * slot;
+    }
     static constexpr uint32_t kPTile8 = sizeof(mla_wide8_head::p[0]);
 
     /* ---- S^T = K Q^T ---- */
@@ -149,7 +201,7 @@ struct Wide8Consumer {
     {
         if (FMT == MLA_FMT_FP8_DS_MLA)
             return lds_f32(scl + RP * r + 4u * (ch >> 1)) * kmul();
-        return lds_f32(scl + 4u * (r * (uint32_t)spr + ((64u * ch + 16u * t) >> gshift)));
+        return lds_f32(scl + 4u * (r * (uint32_t)spr() + ((64u * ch + 16u * t) >> gshift())));
     }
 
     /* The bytes of chunk ch for key rows 16 w + g (x) and + 8 (y), loaded
@@ -157,11 +209,69 @@ struct Wide8Consumer {
      * bf16 RoPE, two 16-byte granules a row. */
     struct KRaw {
         uint4 x, y, x2, y2;
-        float sx, sy;
+        float sx, sy;      /* bf16 path: the scales */
+        uint32_t hx, hy;   /* f16 path: the scales over the keys' powers of two, f16x2 */
     };
 
+    /* Whether K of this tile takes the f16 path: E4M3 without scales, or
+     * block scales with kScaledKF16. */
     template <bool SC>
-    MLA_DEV KRaw k_load(uint32_t stg, uint32_t scl, uint32_t ch) const
+    static constexpr bool kKF16 = !SC || kScaledKF16;
+
+    /* Of key row r: 2^e for the largest of its block scales (clamped so
+     * that 2^e and 2^-e are normal; 1 for none or all zero); returns
+     * 2^-e, sets up = 2^e.  NaN scales are passed over (the scaled values
+     * stay NaN), an infinite one makes 2^-e 0 (and its values NaN). */
+    MLA_DEV float key_unit(uint32_t scl, uint32_t r, float &up) const
+    {
+        float m = 0.0f;
+        if (FMT == MLA_FMT_FP8_DS_MLA) {
+#pragma unroll
+            for (uint32_t b = 0; b < 4; b++)
+                m = fmaxf(m, fabsf(lds_f32(scl + RP * r + 4u * b)) * kmul());
+        } else {
+            for (int b = 0; b < spr(); b++)
+                m = fmaxf(m, fabsf(lds_f32(scl + 4u * (r * (uint32_t)spr() + (uint32_t)b))));
+        }
+        if (!(m < __int_as_float(0x7f800000))) { /* Inf */
+            up = m;
+            return 0.0f;
+        }
+        const int e = m > 0.0f ? max(-100, min(100, (int)(__float_as_uint(m) >> 23) - 127)) : 0;
+        up = __int_as_float((127 + e) << 23);
+        return __int_as_float((127 - e) << 23);
+    }
+
+    MLA_DEV static uint32_t hmul2(uint32_t a, uint32_t b)
+    {
+        uint32_t d;
+        asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+        return d;
+    }
+    MLA_DEV static uint32_t bmul2(uint32_t a, uint32_t b)
+    {
+        uint32_t d;
+        asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+        return d;
+    }
+    /* bf16x2 of (v, v), v a power of two (exact) */
+    MLA_DEV static uint32_t bf16x2_of_pow2(float v)
+    {
+        const uint32_t h = __float_as_uint(v) >> 16;
+        return h | (h << 16);
+    }
+
+    /* f16x2 of (v, v) */
+    MLA_DEV static uint32_t f16x2_of(float v)
+    {
+        uint32_t d;
+        asm("cvt.rn.f16x2.f32 %0, %1, %1;" : "=r"(d) : "f"(v));
+        return d;
+    }
+
+    /* kd: the inverses of the keys' powers of two (f16 path) */
+    template <bool SC>
+    MLA_DEV KRaw k_load(uint32_t stg, uint32_t scl, uint32_t ch, const float (&kd)[2]) const
     {
         const uint32_t r0 = 16u * w + g, r1 = r0 + 8u;
         KRaw k;
@@ -178,9 +288,14 @@ struct Wide8Consumer {
         k.x = lds128(b + RP * r0);
         k.y = lds128(b + RP * r1);
         k.x2 = k.y2 = make_uint4(0u, 0u, 0u, 0u);
+        k.hx = k.hy = 0u;
         if (SC) {
             k.sx = k_scale(scl, r0, ch);
             k.sy = k_scale(scl, r1, ch);
+            if (kScaledKF16) {
+                k.hx = f16x2_of(k.sx * kd[0]);
+                k.hy = f16x2_of(k.sy * kd[1]);
+            }
         }
         return k;
     }
@@ -190,24 +305,39 @@ struct Wide8Consumer {
      * makes the key's scores NaN (masked when the key is past the
      * length). */
     template <bool SC>
-    MLA_DEV void k_frags(const KRaw &k, uint32_t ch, uint32_t (&a)[4][4]) const
+    MLA_DEV void k_frags(const KRaw &k, uint32_t ch, const float (&kd)[2], uint32_t (&a)[4][4]) const
     {
         if (FMT == MLA_FMT_FP8_DS_MLA && ch == 8) {
             const uint32_t x8[8] = {k.x.x, k.x.y, k.x.z, k.x.w, k.x2.x, k.x2.y, k.x2.z, k.x2.w};
             const uint32_t y8[8] = {k.y.x, k.y.y, k.y.z, k.y.w, k.y2.x, k.y2.y, k.y2.z, k.y2.w};
+            /* f16 path: the RoPE (bf16, against a bf16 Q chunk) takes the
+             * keys' powers of two as well, exactly */
+            const uint32_t dx = kScaledKF16 ? bf16x2_of_pow2(kd[0]) : 0u;
+            const uint32_t dy = kScaledKF16 ? bf16x2_of_pow2(kd[1]) : 0u;
 #pragma unroll
             for (int st = 0; st < 4; st++) {
                 a[st][0] = x8[2 * st];
                 a[st][1] = y8[2 * st];
                 a[st][2] = x8[2 * st + 1];
                 a[st][3] = y8[2 * st + 1];
+                if (kScaledKF16) {
+                    a[st][0] = bmul2(a[st][0], dx);
+                    a[st][1] = bmul2(a[st][1], dy);
+                    a[st][2] = bmul2(a[st][2], dx);
+                    a[st][3] = bmul2(a[st][3], dy);
+                }
             }
             return;
         }
         const uint32_t xw[4] = {k.x.x, k.x.y, k.x.z, k.x.w}, yw[4] = {k.y.x, k.y.y, k.y.z, k.y.w};
 #pragma unroll
         for (int st = 0; st < 4; st++) {
-            if constexpr (SC) {
+            if constexpr (SC && kScaledKF16) {
+                a[st][0] = hmul2(e4m3_lo_f16x2(xw[st]), k.hx);
+                a[st][1] = hmul2(e4m3_lo_f16x2(yw[st]), k.hy);
+                a[st][2] = hmul2(e4m3_hi_f16x2(xw[st]), k.hx);
+                a[st][3] = hmul2(e4m3_hi_f16x2(yw[st]), k.hy);
+            } else if constexpr (SC) {
                 a[st][0] = e4m3_pair_bf16x2_scaled<0, 1>(xw[st], 0u, k.sx, k.sx);
                 a[st][1] = e4m3_pair_bf16x2_scaled<0, 1>(yw[st], 0u, k.sy, k.sy);
                 a[st][2] = e4m3_pair_bf16x2_scaled<2, 3>(xw[st], 0u, k.sx, k.sx);
@@ -228,21 +358,33 @@ struct Wide8Consumer {
     template <bool SC>
     MLA_DEV void qk(float (&s)[8][4], uint32_t stg, uint32_t scl)
     {
+        float kd[2] = {1.0f, 1.0f}, up;
+        if (SC && kScaledKF16) {
+            kd[0] = key_unit(scl, 16u * w + g, up);
+            kd[1] = key_unit(scl, 16u * w + g + 8u, up);
+        }
         uint32_t a[2][4][4];
-        k_frags<SC>(k_load<SC>(stg, scl, 0), 0, a[0]);
+        k_frags<SC>(k_load<SC>(stg, scl, 0, kd), 0, kd, a[0]);
         const uint64_t q0 = wg_desc(c.sq, 16u, 1024u);
 #pragma unroll
         for (uint32_t ch = 0; ch < 9; ch++) {
+            /* f16 but DS_MLA's RoPE chunk */
+            constexpr bool kF16 = kKF16<SC>;
+            const bool f16 = kF16 && !(FMT == MLA_FMT_FP8_DS_MLA && ch == 8);
             wg_fence();
 #pragma unroll
-            for (uint32_t st = 0; st < 4; st++)
-                wgmma_m64n64_rs<!SC>(s, a[ch % 2][st], wg_desc_add(q0, ch * kChunk + 32u * st),
-                                     (ch | st) != 0 ? 1u : 0u);
+            for (uint32_t st = 0; st < 4; st++) {
+                const uint64_t db = wg_desc_add(q0, ch * kChunk + 32u * st);
+                if (f16)
+                    wgmma_m64n64_rs<true>(s, a[ch % 2][st], db, (ch | st) != 0 ? 1u : 0u);
+                else
+                    wgmma_m64n64_rs<false>(s, a[ch % 2][st], db, (ch | st) != 0 ? 1u : 0u);
+            }
             wg_commit();
             if (ch + 1 < 9) {
-                const KRaw k = k_load<SC>(stg, scl, ch + 1);
+                const KRaw k = k_load<SC>(stg, scl, ch + 1, kd);
                 wg_wait<1>(); /* chunk ch - 1 retired: its buffer is free */
-                k_frags<SC>(k, ch + 1, a[(ch + 1) % 2]);
+                k_frags<SC>(k, ch + 1, kd, a[(ch + 1) % 2]);
             }
         }
         wg_wait<0>();
@@ -255,7 +397,7 @@ struct Wide8Consumer {
      * other warpgroup's, published), if its reference changed. */
     MLA_DEV void take_factors(uint32_t slot)
     {
-        if (lds32(c.xchg + kW8Changed + 4u * slot) != 0u)
+        if (lds32(head() + kW8Changed + 4u * slot) != 0u)
             scale_sums(slot);
     }
 
@@ -264,7 +406,7 @@ struct Wide8Consumer {
     {
 #pragma unroll
         for (int i = 0; i < 2; i++)
-            l[i] *= lds_f32(c.xchg + kW8Alpha + 256u * slot + 4u * col(2 * (int)g + i));
+            l[i] *= lds_f32(head() + kW8Alpha + 256u * slot + 4u * col(2 * (int)g + i));
     }
 
     /* The tile's sums lt over the warp's 16 keys, reduced and scattered
@@ -295,14 +437,20 @@ struct Wide8Consumer {
      * tile's and its P.
      */
     template <bool SC>
-    MLA_DEV void publish(int k, float (&s)[8][4])
+    MLA_DEV void publish(int k, float (&s)[8][4], uint32_t scl)
     {
         const float ninf = -__int_as_float(0x7f800000);
-        const uint32_t slot = wg, head = c.xchg;
+        const uint32_t slot = wg, head = this->head();
         const int tile = c.t0 + k;
         const int key0 = tile * (int)kBN + 16 * (int)w + (int)g;
         /* keys every row sees: the length, less the later tokens' */
         const bool mask = (tile + 1) * (int)kBN > (p.causal ? c.len - p.q_len + 1 : c.len);
+        /* f16 path: the keys' powers of two (qk divided them out) */
+        float kf[2] = {1.0f, 1.0f};
+        if (SC && kScaledKF16) {
+            key_unit(scl, 16u * w + g, kf[0]);
+            key_unit(scl, 16u * w + g + 8u, kf[1]);
+        }
         /* slot j: s[j / 2][(j & 1) + 2 h], keys key0 + 8 h */
 #pragma unroll
         for (int j = 0; j < 16; j++) {
@@ -310,7 +458,7 @@ struct Wide8Consumer {
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 float &v = s[j >> 1][(j & 1) + 2 * h];
-                v = key0 + 8 * h < lim ? v * smul : ninf;
+                v = key0 + 8 * h < lim ? v * smul * kf[h] : ninf;
             }
         }
         /* The reference after tile k - 1 (-inf before the first tile),
@@ -334,7 +482,7 @@ struct Wide8Consumer {
         if (changed) {
             /* The tile's column maxima over the warpgroup; the new
              * reference, the factors for O and the sums. */
-            const uint32_t cx = c.cmax + 1024u * wg;
+            const uint32_t cx = cmax() + 1024u * wg;
 #pragma unroll
             for (int j = 0; j < 16; j++) {
                 float mx = fmaxf(s[j >> 1][j & 1], s[j >> 1][(j & 1) + 2]);
@@ -390,7 +538,7 @@ struct Wide8Consumer {
                 sts16(p_tile_addr(pt, col(j), pos), (uint16_t)(pack_bf16x2(pr * pf, 0.0f) & 0xffffu));
             }
         }
-        if ((tid & 127u) == 0)
+        if (w == 0 && g == 0 && t == 0)
             sts32(head + kW8Changed + 4u * slot, changed ? 1u : 0u);
         fence_proxy_async(); /* P is read by the wgmmas (async proxy) */
         mbar_arrive(pfull(slot));
@@ -404,7 +552,7 @@ struct Wide8Consumer {
     {
         if (FMT == MLA_FMT_FP8_DS_MLA)
             return lds_f32(scl + RP * r + 4u * (d >> 7));
-        return lds_f32(scl + 4u * (r * (uint32_t)spr + (d >> gshift)));
+        return lds_f32(scl + 4u * (r * (uint32_t)spr() + (d >> gshift())));
     }
 
     /* The V bytes of k-step ks for this thread's dims of blocks 2 wg (x)
@@ -482,8 +630,8 @@ struct Wide8Consumer {
     template <bool SC>
     MLA_DEV void pv_tile(int k, const PipeState &st)
     {
-        const Pipe pipe = c.pipe();
-        const uint32_t slot = (uint32_t)k & 1u, head = c.xchg;
+        const Pipe pipe = this->pipe();
+        const uint32_t slot = (uint32_t)k & 1u, head = this->head();
         pipe.consumer_wait(st);
         mbar_wait(pfull(slot), (uint32_t)(k >> 1) & 1u);
         /* one answer for the warpgroup, visibly (ptxas keeps the wgmmas
@@ -504,7 +652,7 @@ struct Wide8Consumer {
                 }
             }
         }
-        const uint32_t stg = c.stage(st.stage), scl = c.scales(st.stage);
+        const uint32_t stg = stage(st.stage), scl = scales(st.stage);
         const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - (c.t0 + k) * (int)kBN);
         uint32_t a[2][4][4];
         v_frags<SC>(v_load<SC>(stg, scl, nvalid, 0), a[0]);
@@ -531,7 +679,7 @@ struct Wide8Consumer {
     template <bool SC>
     MLA_DEV void tiles()
     {
-        const Pipe pipe = c.pipe();
+        const Pipe pipe = this->pipe();
         const int n = c.t1 - c.t0;
         PipeState st; /* tile k0 of the pair */
         st.init();
@@ -552,16 +700,16 @@ struct Wide8Consumer {
             if (k < n) {
                 PipeState sk = st;
                 if (wg)
-                    sk.advance(c.nstages);
+                    sk.advance(MLA_WIDE8_STAGES);
                 pipe.consumer_wait(sk);
-                qk<SC>(s, c.stage(sk.stage), c.scales(sk.stage));
-                publish<SC>(k, s);
+                qk<SC>(s, stage(sk.stage), scales(sk.stage));
+                publish<SC>(k, s, scales(sk.stage));
             }
             pv_tile<SC>(k0, st);
-            st.advance(c.nstages);
+            st.advance(MLA_WIDE8_STAGES);
             if (k0 + 1 < n) {
                 pv_tile<SC>(k0 + 1, st);
-                st.advance(c.nstages);
+                st.advance(MLA_WIDE8_STAGES);
             }
         }
         wg_wait<0>();
@@ -574,26 +722,24 @@ struct Wide8Consumer {
 
     MLA_DEV void run()
     {
-        const bool sc = scaled();
+        constexpr bool sc = kScaled;
         /* The Q tile by both warpgroups, f16 where K converts unscaled;
          * the rows' key limits. */
         float qscale = 1.0f;
-        if (sc) {
-            load_q_permuted<MLA_BLOCK_M, 256>(p, c, tid);
+        if (sc && !kScaledKF16) {
+            load_q_permuted<MLA_BLOCK_M, 256>(p, c, tid());
             cp_async_wait_all();
-        } else {
-            qscale = load_q_permuted_f16<MLA_BLOCK_M, 256, kNbBoth>(p, c, tid, 9, c.cmax);
+        } else { /* f16 but DS_MLA's RoPE chunk */
+            qscale = load_q_permuted_f16<MLA_BLOCK_M, 256, kNbBoth>(
+                p, c, tid(), FMT == MLA_FMT_FP8_DS_MLA ? 8u : 9u, cmax());
         }
-        if (tid < MLA_BLOCK_M)
-            sts32(c.xchg + kW8Lim + 4u * tid, (uint32_t)row_limit(p, c, (int)tid));
+        if (tid() < MLA_BLOCK_M)
+            sts32(head() + kW8Lim + 4u * tid(), (uint32_t)row_limit(p, c, (int)tid()));
         fence_proxy_async();
         bar_sync(kNbBoth, 256);
         smul = p.score_scale_log2 * qscale / kmul();
-        if (sc)
-            tiles<true>();
-        else
-            tiles<false>();
-        if (tid == 0)
+        tiles<sc>();
+        if (tid() == 0)
             griddep_launch_dependents();
         finish();
     }
@@ -602,8 +748,8 @@ struct Wide8Consumer {
      * once). */
     MLA_DEV void fin_sync(uint32_t k) const
     {
-        mbar_arrive(c.bars + kBarFin + 8u * k);
-        mbar_wait(c.bars + kBarFin + 8u * k, 0);
+        mbar_arrive(bars() + kBarFin + 8u * k);
+        mbar_wait(bars() + kBarFin + 8u * k, 0);
     }
 
     /* The row sums over both warpgroups; then O normalized and staged,
@@ -614,17 +760,17 @@ struct Wide8Consumer {
     MLA_DEV void finish()
     {
         const int n = c.t1 - c.t0;
-        const float vunit = scaled() ? 1.0f : 0x1p120f / kPFold; /* O^T holds O / vunit */
-        const uint32_t tid = 128u * wg + 32u * w + 4u * g + t;
+        const float vunit = kScaled ? 1.0f : 0x1p120f / kPFold; /* O^T holds O / vunit */
+        const uint32_t tid = this->tid();
         /* The last tile's factors, if it was the other warpgroup's. */
         if (n > 0 && (uint32_t)((n - 1) & 1) != wg)
             take_factors((uint32_t)(n - 1) & 1u);
-        const uint32_t cx = c.cmax;
+        const uint32_t cx = cmax();
 #pragma unroll
         for (int i = 0; i < 2; i++)
             sts32(cx + 1024u * wg + 256u * w + 4u * col(2 * (int)g + i), __float_as_uint(l[i]));
         fin_sync(0);
-        const uint32_t half[2] = {c.stage(0), c.sq};
+        const uint32_t half[2] = {stage(0), c.sq};
 #pragma unroll
         for (int j = 0; j < 16; j++) {
             float lsum = 0.0f;
@@ -652,7 +798,7 @@ struct Wide8Consumer {
             float lsum = 0.0f;
             for (uint32_t x = 0; x < 8; x++)
                 lsum += lds_f32(cx + 256u * x + 4u * tid);
-            const float m = n > 0 ? lds_f32(c.xchg + kW8Ref + 256u * ((uint32_t)(n - 1) & 1u) + 4u * tid)
+            const float m = n > 0 ? lds_f32(head() + kW8Ref + 256u * ((uint32_t)(n - 1) & 1u) + 4u * tid)
                                   : -__int_as_float(0x7f800000);
             const OutTarget out(p);
             out.write_lse(p, c.m_base + (int)tid, m, lsum);

@@ -84,13 +84,19 @@ const struct mla_variant mla__variants[MLA_NUM_VARIANTS] = {
                             .max_rows = 2 * MLA_NARROW_ROWS, .auto_full_rows_modes = DSMLA_MODES,
                             .auto_min_seqs = MLA_NARROW8_MIN_SEQS},
     /* Wide FP8 converting in registers (kernels/sm90/hopper_wide8.cuh): M
-     * tiles of 64 rows, three FP8 stages.  Forced only until it is
-     * measured against the pairs and the wide kernel. */
-    [MLA_V_WIDE8_E4M3] = {HOPPER(MLA_FMT_FP8_E4M3, wide8, "e4m3", E4M3_MODES),
+     * tiles of 64 rows, three FP8 stages; E4M3 without and with block
+     * scales are two kernels.  Forced only until it is measured against
+     * the pairs and the wide kernel. */
+    [MLA_V_WIDE8_E4M3] = {HOPPER(MLA_FMT_FP8_E4M3, wide8, "e4m3", MLA_SM(MLA_SCALES_NONE)),
                           .symbol = "mla_hopper_wide8_e4m3", .family = MLA_XKERNEL_HOPPER_WIDE8,
                           .layout = MLA_LAYOUT_WIDE8, .threads = MLA_HOPPER_LEAN_THREADS, .cluster = 1,
                           .block_m = MLA_BLOCK_M, .heads_multiple = 1,
                           .auto_min_seqs = INT32_MAX},
+    [MLA_V_WIDE8_E4M3B] = {HOPPER(MLA_FMT_FP8_E4M3, wide8, "e4m3b", E4M3_BLOCK_SCALED),
+                           .symbol = "mla_hopper_wide8_e4m3b", .family = MLA_XKERNEL_HOPPER_WIDE8,
+                           .layout = MLA_LAYOUT_WIDE8, .threads = MLA_HOPPER_LEAN_THREADS, .cluster = 1,
+                           .block_m = MLA_BLOCK_M, .heads_multiple = 1,
+                           .auto_min_seqs = INT32_MAX},
     [MLA_V_WIDE8_DSMLA] = {HOPPER(MLA_FMT_FP8_DS_MLA, wide8, "dsmla", DSMLA_MODES),
                            .symbol = "mla_hopper_wide8_dsmla", .family = MLA_XKERNEL_HOPPER_WIDE8,
                            .layout = MLA_LAYOUT_WIDE8, .threads = MLA_HOPPER_LEAN_THREADS, .cluster = 1,

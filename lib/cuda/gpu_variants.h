@@ -41,6 +41,7 @@ enum mla_variant_id {
     MLA_V_NARROW_E4M3,
     MLA_V_NARROW_DSMLA,
     MLA_V_WIDE8_E4M3,
+    MLA_V_WIDE8_E4M3B,
     MLA_V_WIDE8_DSMLA,
     MLA_V_PAIR_E4M3,
     MLA_V_WIDE_BF16,

@@ -201,11 +201,14 @@ MLA_DEV void load_q_permuted(const mla_decode_params &p, const Cta &c, uint32_t 
  * (e4m3_lo/hi_f16x2).  kq puts the tile's largest |q| in [2^14, 2^15), so
  * f16 holds every bf16 value exactly but those below 2^-38 of that
  * largest (flushed towards zero: a change of the scores far below fp32
- * accumulation error); returns 2^-kq, the factor that undoes it.  All
- * THREADS threads call it; named barrier BAR, scratch words at maxw (one
- * a warp).
+ * accumulation error); returns 2^-kq, the factor that undoes it.  ALL:
+ * the BF16 chunks are scaled by 2^kq too (exact), and count for the
+ * largest |q| (for scores that sum f16 and BF16 chunks in one
+ * accumulator).  All THREADS threads call it; named barrier BAR, scratch
+ * words at maxw (one a warp).
  */
-template <uint32_t ROWS = MLA_NARROW_ROWS, uint32_t THREADS = 128, uint32_t BAR = kNbCvt>
+template <uint32_t ROWS = MLA_NARROW_ROWS, uint32_t THREADS = 128, uint32_t BAR = kNbCvt,
+          bool ALL = false>
 MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint32_t tid,
                                   uint32_t nf16, uint32_t maxw)
 {
@@ -218,7 +221,7 @@ MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint
 #pragma unroll 3
     for (uint32_t k = 0; k < kIters; k++) {
         const QGranule q = q_granule(p, c, tid + THREADS * k);
-        if (q.src && q.ch < nf16)
+        if (q.src && (ALL || q.ch < nf16))
 #pragma unroll
             for (uint32_t t = 0; t < 4; t++) {
                 const uint32_t x = __ldg(q.src + 8u * t);
@@ -256,6 +259,10 @@ MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint
                 const float lo = __uint_as_float(x << 16) * up;
                 const float hi = __uint_as_float(x & 0xffff0000u) * up;
                 asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(x) : "f"(hi), "f"(lo));
+            } else if (ALL) {
+                const float lo = __uint_as_float(x << 16) * up;
+                const float hi = __uint_as_float(x & 0xffff0000u) * up;
+                x = pack_bf16x2(lo, hi);
             }
             sts32(q.dst + 4u * t, x);
         }

@@ -310,8 +310,9 @@ struct Wide8Consumer {
         if (FMT == MLA_FMT_FP8_DS_MLA && ch == 8) {
             const uint32_t x8[8] = {k.x.x, k.x.y, k.x.z, k.x.w, k.x2.x, k.x2.y, k.x2.z, k.x2.w};
             const uint32_t y8[8] = {k.y.x, k.y.y, k.y.z, k.y.w, k.y2.x, k.y2.y, k.y2.z, k.y2.w};
-            /* f16 path: the RoPE (bf16, against a bf16 Q chunk) takes the
-             * keys' powers of two as well, exactly */
+            /* f16 path: the RoPE (bf16, against a bf16 Q chunk scaled by
+             * the f16 chunks' 2^kq) takes the keys' powers of two as
+             * well, exactly, so that all of S^T is in one unit */
             const uint32_t dx = kScaledKF16 ? bf16x2_of_pow2(kd[0]) : 0u;
             const uint32_t dy = kScaledKF16 ? bf16x2_of_pow2(kd[1]) : 0u;
 #pragma unroll
@@ -730,7 +731,9 @@ struct Wide8Consumer {
             load_q_permuted<MLA_BLOCK_M, 256>(p, c, tid());
             cp_async_wait_all();
         } else { /* f16 but DS_MLA's RoPE chunk */
-            qscale = load_q_permuted_f16<MLA_BLOCK_M, 256, kNbBoth>(
+            /* DS_MLA's RoPE chunk stays bf16 but takes the same 2^kq: its
+             * scores share the nope chunks' accumulator */
+            qscale = load_q_permuted_f16<MLA_BLOCK_M, 256, kNbBoth, true>(
                 p, c, tid(), FMT == MLA_FMT_FP8_DS_MLA ? 8u : 9u, cmax());
         }
         if (tid() < MLA_BLOCK_M)

@@ -372,6 +372,14 @@ MLA_DEV uint32_t pack_bf16x2(float lo, float hi)
     return d;
 }
 
+/* The same in f16. */
+MLA_DEV uint32_t pack_f16x2(float lo, float hi)
+{
+    uint32_t d;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+
 /* Two e4m3 (byte 0 -> bits 0..15) to f16x2; exact (every e4m3 value is
  * an f16 value). */
 MLA_DEV uint32_t e4m3x2_to_f16x2(uint16_t v)

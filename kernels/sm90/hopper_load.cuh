@@ -258,7 +258,7 @@ MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint
             if (q.ch < nf16) {
                 const float lo = __uint_as_float(x << 16) * up;
                 const float hi = __uint_as_float(x & 0xffff0000u) * up;
-                asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(x) : "f"(hi), "f"(lo));
+                x = pack_f16x2(lo, hi);
             } else if (ALL) {
                 const float lo = __uint_as_float(x << 16) * up;
                 const float hi = __uint_as_float(x & 0xffff0000u) * up;

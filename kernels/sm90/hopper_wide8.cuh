@@ -261,14 +261,6 @@ struct Wide8Consumer {
         return h | (h << 16);
     }
 
-    /* f16x2 of (v, v) */
-    MLA_DEV static uint32_t f16x2_of(float v)
-    {
-        uint32_t d;
-        asm("cvt.rn.f16x2.f32 %0, %1, %1;" : "=r"(d) : "f"(v));
-        return d;
-    }
-
     /* kd: the inverses of the keys' powers of two (f16 path) */
     template <bool SC>
     MLA_DEV KRaw k_load(uint32_t stg, uint32_t scl, uint32_t ch, const float (&kd)[2]) const
@@ -293,8 +285,8 @@ struct Wide8Consumer {
             k.sx = k_scale(scl, r0, ch);
             k.sy = k_scale(scl, r1, ch);
             if (kScaledKF16) {
-                k.hx = f16x2_of(k.sx * kd[0]);
-                k.hy = f16x2_of(k.sy * kd[1]);
+                k.hx = pack_f16x2(k.sx * kd[0], k.sx * kd[0]);
+                k.hy = pack_f16x2(k.sy * kd[1], k.sy * kd[1]);
             }
         }
         return k;

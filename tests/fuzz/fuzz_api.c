@@ -184,9 +184,13 @@ static void check_message(mla_status_t st, const char *fn)
 
 /* A pointer as the input wants it: as is, NULL, or misaligned by an odd
  * offset (which no alignment requirement admits, so the buffer is never
- * used past its end); an output may also land on another buffer of the
- * call, which the library must refuse. */
-static void *mangle(struct in *in, void *p, void *const *others, int nothers)
+ * used past its end); an output of `need` bytes may also land on another
+ * buffer of the call at least that large, which the library must refuse
+ * (it overlaps a buffer the call is given; a smaller one could be
+ * overrun without overlapping any, the caller's error, not the
+ * library's). */
+static void *mangle(struct in *in, void *p, void *const *others, const size_t *sizes,
+                    int nothers, size_t need)
 {
     unsigned k = U8(in);
     if (k < 200)
@@ -195,7 +199,8 @@ static void *mangle(struct in *in, void *p, void *const *others, int nothers)
         return NULL;
     if (k < 235 || !others)
         return p ? (uint8_t *)p + 1 + 2 * (k % 8) : p;
-    return others[k % nothers];
+    void *o = others[k % nothers];
+    return sizes[k % nothers] >= need ? o : p;
 }
 
 static int64_t cfg_int(const mla_config_t *cfg, mla_param_t p)
@@ -262,10 +267,15 @@ static void op_decode(struct in *in, mla_config_t *cfg)
          * overlap must be refused (an unused lse would be a legal, if
          * undersized, workspace). */
         void *all[] = {q, kv, bt, lens, out, ws, with_lse ? (void *)lse : (void *)out};
-        void *pq = mangle(in, q, NULL, 0), *pkv = mangle(in, kv, NULL, 0);
-        void *pbt = mangle(in, bt, NULL, 0), *plens = mangle(in, lens, NULL, 0);
-        void *pout = mangle(in, out, all, 7), *plse = with_lse ? mangle(in, lse, all, 7) : NULL;
-        void *pws = mangle(in, ws, all, 7);
+        const size_t out_bytes = (size_t)rows * 1024, lse_bytes = (size_t)rows * 4;
+        const size_t sizes[] = {(size_t)rows * 1152, (size_t)(num_pages * ps * h_kv * rb),
+                                (size_t)(batch * mpps * 4), (size_t)batch * 4, out_bytes, ws_size,
+                                with_lse ? lse_bytes : out_bytes};
+        void *pq = mangle(in, q, NULL, NULL, 0, 0), *pkv = mangle(in, kv, NULL, NULL, 0, 0);
+        void *pbt = mangle(in, bt, NULL, NULL, 0, 0), *plens = mangle(in, lens, NULL, NULL, 0, 0);
+        void *pout = mangle(in, out, all, sizes, 7, out_bytes);
+        void *plse = with_lse ? mangle(in, lse, all, sizes, 7, lse_bytes) : NULL;
+        void *pws = mangle(in, ws, all, sizes, 7, ws_size);
         float *psc = U8(in) < 240 ? (float *)(void *)sc : (float *)(void *)(sc ? NULL : lse);
         size_t wss = U8(in) < 240 ? ws_size : ws_size - U8(in) % (ws_size + 1);
         int32_t mp = U8(in) < 240 ? (int32_t)mpps : (int32_t)(mpps - 1 - U8(in) % 3);
@@ -329,8 +339,10 @@ static void op_append(struct in *in, mla_config_t *cfg)
         memcpy(slots + 8 * i, &s, 8);
     }
     void *all[] = {kv, lat, slots, sc ? (void *)sc : (void *)kv};
-    void *pkv = mangle(in, kv, all, 4), *plat = mangle(in, lat, NULL, 0);
-    void *pslots = mangle(in, slots, NULL, 0);
+    const size_t sizes[] = {kv_bytes, (size_t)(nrows * h_kv * 1152) + 1, (size_t)nrows * 8 + 1,
+                            sc ? sc_bytes : kv_bytes};
+    void *pkv = mangle(in, kv, all, sizes, 4, kv_bytes), *plat = mangle(in, lat, NULL, NULL, 0, 0);
+    void *pslots = mangle(in, slots, NULL, NULL, 0, 0);
     float *psc = U8(in) < 240 ? (float *)(void *)sc : (float *)(void *)(sc ? NULL : lat);
     int64_t n = U8(in) < 240 ? nrows : pick_int(in);
     if (n > nrows)

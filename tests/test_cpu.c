@@ -1234,7 +1234,7 @@ END_TEST
 /* Decode: NaN and Inf inside the lengths */
 
 enum { NF_CLEAN, NF_Q_NAN, NF_NOPE_NAN, NF_NOPE_PINF, NF_V_NINF, NF_ROPE_NAN, NF_ROPE_INF,
-       NF_LAST_NAN, NF_FIRST_INFS, NF_KINDS };
+       NF_LAST_NAN, NF_FIRST_INFS, NF_ALL_INF, NF_KINDS };
 
 /* Byte offset of channel ch of token t, KV head k, of request b. */
 static uint8_t *cache_row(struct dsetup *d, int32_t b, int32_t t, int k)
@@ -1280,7 +1280,7 @@ START_TEST(decode_nonfinite)
     const struct fmt_case fc = FMTS[_i % NFMTS];
     const int q_len = _i < NFMTS ? 1 : 2;
     struct dcase c = {16, 2, q_len, NF_KINDS, 16, fc.fmt, fc.g, q_len > 1, 100};
-    static const int32_t lens[NF_KINDS] = {20, 20, 33, 17, 40, 20, 21, 9, 90};
+    static const int32_t lens[NF_KINDS] = {20, 20, 33, 17, 40, 20, 21, 9, 90, 70};
     struct dsetup d;
     double *ref_out, *ref_lse;
     int32_t b;
@@ -1294,6 +1294,15 @@ START_TEST(decode_nonfinite)
         poke(&d, NF_ROPE_NAN, 10, k, 540, NAN);
         poke(&d, NF_ROPE_INF, 11, k, 560, INFINITY);
         poke(&d, NF_LAST_NAN, lens[NF_LAST_NAN] - 1, k, 50, NAN); /* causal: last row only */
+    }
+    /* +Inf in RoPE channel 560 of every key: heads with a negative q
+     * there see only -inf scores, and their rows are NaN, not the zeros
+     * of a row without keys. */
+    {
+        int32_t t;
+        for (t = 0; t < lens[NF_ALL_INF]; t++)
+            for (k = 0; k < c.h_kv; k++)
+                poke(&d, NF_ALL_INF, t, k, 560, INFINITY);
     }
     /* NaN in q: one head of the last query token. */
     d.q[(((size_t)NF_Q_NAN * q_len + q_len - 1) * c.h_q + 3) * 576 + 7] = 0x7fc0;

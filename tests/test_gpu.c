@@ -1078,11 +1078,12 @@ END_TEST
  * backend's fp64 evaluation does, in every format and kernel family */
 
 enum { NF_CLEAN, NF_Q_NAN, NF_NOPE_NAN, NF_V_PINF, NF_V_NINF, NF_ROPE_NAN, NF_ROPE_INF,
-       NF_LAST_NAN, NF_LEAD_INF, NF_SCALE_NAN, NF_KINDS };
-/* Request b holds kind b.  Two long requests spread over splits, so that
- * the combine step meets a NaN or -Inf-weighted partial next to finite
- * ones; NF_LEAD_INF's infinities fill whole 64-key tiles. */
-static const int32_t nf_lens[NF_KINDS] = {70, 70, 1500, 70, 1500, 70, 70, 9, 150, 70};
+       NF_LAST_NAN, NF_LEAD_INF, NF_SCALE_NAN, NF_ALL_INF, NF_ALL_INF_LONG, NF_KINDS };
+/* Request b holds kind b.  Long requests spread over splits, so that the
+ * combine step meets a NaN or -Inf-weighted partial next to finite ones,
+ * or only -Inf-weighted ones; NF_LEAD_INF's infinities fill whole 64-key
+ * tiles. */
+static const int32_t nf_lens[NF_KINDS] = {70, 70, 1500, 70, 1500, 70, 70, 9, 150, 70, 70, 1500};
 
 struct nf_case {
     int mode, family, q_len;
@@ -1201,6 +1202,12 @@ START_TEST(decode_nonfinite)
         for (int t = 0; t < 70; t++)
             nf_poke(&p, NF_LEAD_INF, t, fmt == MLA_KV_BF16 ? 0 : 570, INFINITY);
     nf_poke_scale_nan(&p, NF_SCALE_NAN, 20, 130);
+    /* +Inf in RoPE channel 560 of every key: a head whose q is negative
+     * there sees only -Inf scores, which makes its rows NaN (mla.h), not
+     * the zeros of a row without keys; in one piece and over splits. */
+    for (int b = NF_ALL_INF; b <= NF_ALL_INF_LONG; b++)
+        for (int t = 0; t < nf_lens[b]; t++)
+            nf_poke(&p, b, t, 560, INFINITY);
     DM_OK(devmem_htod(p.d_kv, p.kv, p.kv_bytes));
     if (p.spr)
         DM_OK(devmem_htod(p.d_sc, p.sc, p.sc_bytes));

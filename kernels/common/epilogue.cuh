@@ -22,6 +22,7 @@ namespace mla {
  * (registers). */
 struct OutTarget {
     int base; /* the request when final_out, else the partial slot */
+    int len;  /* the request's keys when final_out */
     bool final_out;
 
     MLA_DEV explicit OutTarget(const mla_decode_params &p)
@@ -31,6 +32,18 @@ struct OutTarget {
         const int slot = ld_volatile_s32(pc + 3);
         final_out = slot < 0;
         base = final_out ? ld_volatile_s32(pc) : slot;
+        len = final_out ? ld_volatile_s32((const int32_t *)((const uint8_t *)p.workspace +
+                                                            p.ws_lens) + base)
+                        : 0;
+    }
+
+    /* Whether query token qi of a final_out row sees any key: the row
+     * then weighed at least one key, and a zero sum means that every
+     * score it saw was -inf (mla.h: the row is NaN), not an empty mask.
+     * A split piece's rows leave that to mla_combine. */
+    MLA_DEV bool sees_keys(const mla_decode_params &p, int qi) const
+    {
+        return final_out && (p.causal ? len - p.q_len + 1 + qi : len) > 0;
     }
 
     /* Row index into out ([b][qi][h]) or the partials ([slot][qi][h]) of
@@ -42,8 +55,9 @@ struct OutTarget {
         return ((int64_t)base * p.q_len + qi) * p.h_q + h;
     }
 
-    /* The row's LSE from its log2-domain max m and full sum l (0: no key;
-     * NaN, from a NaN or infinite score, stays NaN: mla.h). */
+    /* The row's LSE from its log2-domain max m and full sum l (0: no key,
+     * or only -inf scores; NaN, from a NaN or infinite score, stays NaN:
+     * mla.h). */
     MLA_DEV void write_lse(const mla_decode_params &p, int row, float m, float l) const
     {
         int qi, h;
@@ -51,8 +65,9 @@ struct OutTarget {
         if (final_out) {
             if (p.lse)
                 ((float *)p.lse)[((int64_t)base * p.h_q + h) * p.q_len + qi] =
-                    l != 0.0f ? (m + log2f(l)) * 0.69314718055994530942f
-                             : __int_as_float(0x7f800000);
+                    l != 0.0f         ? (m + log2f(l)) * 0.69314718055994530942f
+                    : sees_keys(p, qi) ? __int_as_float(0x7fffffff)
+                                       : __int_as_float(0x7f800000);
         } else {
             ((float *)((uint8_t *)p.workspace + p.ws_lseaccum))[i] =
                 l != 0.0f ? m + log2f(l) : -__int_as_float(0x7f800000);
@@ -67,12 +82,17 @@ struct OutTarget {
     {
         return (float *)((uint8_t *)p.workspace + p.ws_oaccum) + i * MLA_D_V;
     }
-};
 
-MLA_DEV float inv_sum(const mla_decode_params &p, float l)
-{
-    return l != 0.0f ? p.out_scale / l : 0.0f;
-}
+    /* The factor of packed row `row` for its full softmax sum l: the
+     * output scale over l; for l == 0, 0 (no key: zeros) or NaN (only
+     * -inf scores, see sees_keys). */
+    MLA_DEV float inv_sum(const mla_decode_params &p, int row, float l) const
+    {
+        return l != 0.0f                                 ? p.out_scale / l
+               : sees_keys(p, row / p.heads_per_kv) ? __int_as_float(0x7fffffff)
+                                                         : 0.0f;
+    }
+};
 
 /*
  * o[nt][e]: rows row0 (e 0, 1) and row0 + 8 (e 2, 3) of the M tile,
@@ -92,7 +112,7 @@ MLA_DEV void write_output(const mla_decode_params &p, const float (&o)[32][4],
             continue;
         int qi, h;
         const int64_t i = out.index(p, row, qi, h);
-        const float inv = inv_sum(p, l[r]);
+        const float inv = out.inv_sum(p, row, l[r]);
         if (out.final_out) {
             uint32_t *dst = (uint32_t *)(out.out_row(p, i) + ch * 256u + 2u * tq);
 #pragma unroll

@@ -3,7 +3,8 @@
  * per (request, query token, head) row, the partial outputs weighted by
  * exp2(lse_i - lse) where lse = log2 sum_i exp2(lse_i), written as bf16,
  * and the natural-log LSE; and the rows of empty requests (zeros, LSE
- * +inf), which no decode CTA covers.  Only the requests the schedule
+ * +inf), which no decode CTA covers, and of rows whose every score was
+ * -inf (NaN).  Only the requests the schedule
  * listed (ws_clist) are visited: a grid over every request's rows cost
  * 10-17 us on the H200 (h128 b132) when no request was split.  Each warp
  * takes one row and 128-column block at a time, grid-stride, 4 columns a
@@ -51,10 +52,15 @@ MLA_DEV void combine_row(const mla_decode_params &p, const uint8_t *ws, int b, i
     for (int o = 16; o > 0; o >>= 1)
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     nan = __any_sync(0xffffffffu, nan);
-    if (ns == 0 || (mx == ninf && !nan)) { /* no piece saw a key (or none ran) */
-        *o4 = make_uint2(0u, 0u);
+    if (ns == 0 || (mx == ninf && !nan)) {
+        /* No piece weighed a key: zeros and LSE +inf where the mask left
+         * the row none; where it saw keys, all their scores were -inf,
+         * and the row is NaN (mla.h). */
+        const int len = ((const int32_t *)(ws + p.ws_lens))[b];
+        const bool sees = ns != 0 && (p.causal ? len - p.q_len + 1 + qi : len) > 0;
+        *o4 = sees ? make_uint2(0x7fc07fc0u, 0x7fc07fc0u) : make_uint2(0u, 0u);
         if (lse && lane == 0 && cb == 0)
-            lse[lse_i] = __int_as_float(0x7f800000);
+            lse[lse_i] = __int_as_float(sees ? 0x7fffffff : 0x7f800000);
         return;
     }
     if (nan)

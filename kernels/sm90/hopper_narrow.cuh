@@ -217,13 +217,14 @@ struct NarrowConsumer {
 
         /* Every wgmma of both WGs has retired: stage 0 can take O. */
         bar_sync(kNbSum, 256);
+        const OutTarget out(p);
         const uint32_t stg0 = c.stage(0);
 #pragma unroll
         for (int nt = 0; nt < 2; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int r = 2 * nt + (e & 1);
-                const float inv = inv_sum(p, lsum[r]);
+                const float inv = out.inv_sum(p, c.m_base + column(r), lsum[r]);
                 const uint32_t row = stg0 + (uint32_t)column(r) * kStageRow;
 #pragma unroll
                 for (int mb = 0; mb < 4; mb++) {
@@ -234,7 +235,6 @@ struct NarrowConsumer {
         bar_sync(kNbSum, 256);
         write_staged_rows(p, stg0, kStageRow, c.rows_here, tid, 256u);
         if (wg == 0 && w == 0 && g == 0) {
-            const OutTarget out(p);
 #pragma unroll
             for (int r = 0; r < 4; r++)
                 if (column(r) < c.rows_here)

@@ -690,6 +690,7 @@ struct NarrowFp8Consumer {
             }
         }
         merge_sync(0);
+        const OutTarget out(p);
         const float ninf = -__int_as_float(0x7f800000);
         float f[4], mt[4], lt[4];
 #pragma unroll
@@ -701,7 +702,7 @@ struct NarrowFp8Consumer {
             const float fo = mx == ninf ? 0.0f : ex2(mo - mx);
             mt[r] = mx;
             lt[r] = lsum[r] * fm + lo * fo;
-            f[r] = fm * inv_sum(p, lt[r]) * vunit;
+            f[r] = fm * out.inv_sum(p, c.m_base + narrow_column(r, t), lt[r]) * vunit;
         }
         scale_columns(o, f);
 
@@ -729,7 +730,6 @@ struct NarrowFp8Consumer {
         }
         write_staged_rows(p, stg0, kStageRow, c.rows_here, tid, 256u);
         if (wg == 0 && w == 0 && g == 0) {
-            const OutTarget out(p);
 #pragma unroll
             for (int r = 0; r < 4; r++)
                 if (narrow_column(r, t) < c.rows_here)

@@ -765,6 +765,7 @@ struct Wide8Consumer {
         for (int i = 0; i < 2; i++)
             sts32(cx + 1024u * wg + 256u * w + 4u * col(2 * (int)g + i), __float_as_uint(l[i]));
         fin_sync(0);
+        const OutTarget out(p);
         const uint32_t half[2] = {stage(0), c.sq};
 #pragma unroll
         for (int j = 0; j < 16; j++) {
@@ -772,7 +773,7 @@ struct Wide8Consumer {
 #pragma unroll
             for (uint32_t x = 0; x < 8; x++)
                 lsum += lds_f32(cx + 256u * x + 4u * col(j));
-            const float f = inv_sum(p, lsum) * vunit;
+            const float f = out.inv_sum(p, c.m_base + (int)col(j), lsum) * vunit;
             /* columns 0-31 (j < 8) in the first half, 32-63 in the second */
             const uint32_t row = half[j >> 3] + (col(j) & 31u) * kStageRow;
 #pragma unroll
@@ -795,7 +796,6 @@ struct Wide8Consumer {
                 lsum += lds_f32(cx + 256u * x + 4u * tid);
             const float m = n > 0 ? lds_f32(head() + kW8Ref + 256u * ((uint32_t)(n - 1) & 1u) + 4u * tid)
                                   : -__int_as_float(0x7f800000);
-            const OutTarget out(p);
             out.write_lse(p, c.m_base + (int)tid, m, lsum);
         }
     }

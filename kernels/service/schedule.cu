@@ -328,12 +328,12 @@ MLA_DEV Rule choose_rule(const mla_decode_params &p, const Stats &t, long long t
             continue;
         /* Pieces of unequal size (lengths that vary) defeat the estimate:
          * greedy rounds then end unevenly. */
-        if (t.maxp[r] > t.minp[r] + max(2, t.minp[r] / 8))
-            continue;
+        if (t.maxp[r] > (long long)t.minp[r] + max(2, t.minp[r] / 8))
+            continue; /* (minp is INT_MAX when every request is empty) */
         const float rounds = (float)((t.pieces[r] + p.parts - 1) / p.parts);
         float est = (float)(t.maxp[r] + cost);
         est = fmaxf(est, (float)(tiles + cost * t.pieces[r]) / (float)p.parts);
-        est = fmaxf(est, rounds * (float)(t.minp[r] + cost));
+        est = fmaxf(est, rounds * ((float)t.minp[r] + (float)cost));
         if (est <= best) { /* ties: fewer pieces */
             best = est;
             rule.parts = false;

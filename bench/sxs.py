@@ -23,6 +23,10 @@ short ones).  Inputs: q and latent rows ~ N(0, 0.1^2) clamped to +-1, pages rand
 
 --kernels adds, per shape, each kernel's mean duration in the decode graph and FlashMLA's (PyTorch's profiler).
 
+--lib may be repeated, as [LABEL=]PATH[@KERNEL], to time several builds (or forced kernels) of libmla against
+the same FlashMLA times in one process: one row per build and shape, the build's label first.  A build that
+cannot run a shape (a forced kernel that does not serve it) gets a row saying so.
+
 Ratios above 1 mean libmla is faster.  KV TB/s counts the cache bytes the lengths need; the fractions are of
 --read-roof (read-only streaming, TB/s) and --gemm-roof (dense BF16, TFLOP/s) measured on the same card.
 """
@@ -321,7 +325,8 @@ def git_commit(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--lib", required=True, help="libmla.so.1 to time")
+    ap.add_argument("--lib", required=True, action="append",
+                    help="libmla.so.1 to time, as [LABEL=]PATH[@KERNEL]; repeat to compare builds in one run")
     ap.add_argument("--flashmla-anchor", help="directory with sxs_perf.py and FlashMLA's sources")
     ap.add_argument("--preset", action="store_true", help="FlashMLA's standard grid and the length mixes")
     ap.add_argument("--format", default="bf16", help="comma list: bf16, e4m3, e4m3/G, ds_mla")
@@ -347,16 +352,29 @@ def main():
                  for b in a.batch.split(",") for q in a.q_len.split(",") for s in a.seq_len.split(",")
                  for d in a.dist.split(",")]
     fm = FlashMLA(a.flashmla_anchor)
-    mla = Mla(a.lib)
-    mla.kernel = XKERNELS.index(a.kernel)
+    libs = []  # (label, Mla, kernel name)
+    for i, spec in enumerate(a.lib):
+        label, _, rest = spec.rpartition("=") if "=" in spec else (f"lib{i}", "", spec)
+        path, _, kname = rest.partition("@")
+        kname = kname or a.kernel
+        if kname not in XKERNELS:
+            ap.error(f"--lib {spec}: unknown kernel {kname}")
+        m = Mla(path)
+        m.kernel = XKERNELS.index(kname)
+        libs.append((label, m, kname))
+    multi = len(libs) > 1
     here = os.path.dirname(os.path.abspath(__file__))
-    print(f"# {torch.cuda.get_device_name()}; libmla {mla.info} (commit {git_commit(here)}, kernel {a.kernel}); "
-          f"{fm.name}; "
-          f"{time.strftime('%Y-%m-%d %H:%M')}; graph of {a.calls} calls, median of {a.reps} replays")
-    print("| kv | h_q | b | q_len | s_k | lengths | libmla decode us | libmla step us/layer | FlashMLA BF16 us "
+    for label, m, kname in libs:
+        # One build: the checkout's commit (sxs.py beside the library's sources); several: their labels.
+        which = f"{label}: libmla {m.info} (kernel {kname})" if multi else \
+            f"libmla {m.info} (commit {git_commit(here)}, kernel {kname})"
+        print(f"# {torch.cuda.get_device_name()}; {which}; {fm.name}; "
+              f"{time.strftime('%Y-%m-%d %H:%M')}; graph of {a.calls} calls, median of {a.reps} replays")
+    print(("| build " if multi else "") +
+          "| kv | h_q | b | q_len | s_k | lengths | libmla decode us | libmla step us/layer | FlashMLA BF16 us "
           "| FM/decode | FM/step | FlashMLA sparse-FP8 us | FMsp/step | TFLOP/s (step) | KV TB/s (step) "
           "| % read roof | % GEMM roof |")
-    print("|" + "---|" * 17)
+    print("|" + "---|" * (18 if multi else 17))
     rows = []
     for fmt_name, h, b, q, s, dist in cases:
         fmt, _, g = fmt_name.partition("/")
@@ -366,52 +384,63 @@ def main():
         if fmt == "bf16":
             kv, sc, deq, rowb = pb.kv, None, pb.kv, 1152
         else:
-            kv, sc, deq, rowb = quantize(mla, pb, fmt, sblk)
-        call = MlaCall(mla, pb, fmt, sblk, causal, kv, sc)
+            kv, sc, deq, rowb = quantize(libs[0][1], pb, fmt, sblk)
         ref, fm_run = fm.dense(pb, deq, causal)
-        got = call.decode().float()
-        cd = cos_diff(got, ref.float())
-        ok = cd <= 1e-5 and not bool(torch.isnan(got).any())
-        call.schedule()
-        cd2 = cos_diff(call.layer().float(), got)
-        ok = ok and cd2 == 0.0
-        split = [] if a.kernels else None
-        t_dec = graph_time(repeat(call.decode, a.calls), a.calls, a.reps, split)
-
-        def step():
-            call.schedule()
-            for _ in range(a.calls):
-                call.layer()
-        t_step = graph_time(step, a.calls, a.reps)
-        t_fm = graph_time(repeat(fm_run, a.calls), a.calls, a.reps, split)
+        split_fm = [] if a.kernels else None
+        t_fm = graph_time(repeat(fm_run, a.calls), a.calls, a.reps, split_fm)
         t_sp = None
         if fmt == "ds_mla" and h in (64, 128) and q == 1:
             sp = fm.sparse(pb, kv)
             if sp:
                 t_sp = graph_time(repeat(sp, a.calls), a.calls, a.reps)
-        call.close()
-        flops = 2 * 1088 * h * q * pb.total
-        kv_bytes = pb.total * rowb
-        tf = flops / (t_step * 1e-6) / 1e12
-        tb = kv_bytes / (t_step * 1e-6) / 1e12
-        row = dict(format=fmt_name, heads=h, batch=b, q_len=q, seq_len=s, dist=dist, libmla_decode_us=t_dec,
-                   libmla_step_us=t_step, flashmla_bf16_us=t_fm, flashmla_sparse_fp8_us=t_sp, cos_diff=cd,
-                   agree=ok, libmla_tflops=tf, libmla_kv_tbs=tb, read_roof_frac=tb / a.read_roof,
-                   gemm_roof_frac=tf / a.gemm_roof)
-        rows.append(row)
-        sp_txt = f"{t_sp:.1f} | {t_sp / t_step:.2f}" if t_sp else "- | -"
-        mark = "" if ok else f" WRONG (cos diff {cd:.1e}, step vs decode {cd2:.1e})"
-        print(f"| {fmt_name} | {h} | {b} | {q} | {s} | {dist} | {t_dec:.1f}{mark} | {t_step:.1f} | {t_fm:.1f} | "
-              f"{t_fm / t_dec:.2f} | {t_fm / t_step:.2f} | {sp_txt} | {tf:.0f} | {tb:.2f} | "
-              f"{100 * tb / a.read_roof:.0f} | {100 * tf / a.gemm_roof:.0f} |", flush=True)
-        if split:
-            row["kernels_us"] = dict(libmla_decode=split[0], flashmla=split[1])
-            print(f"#   kernels, us: libmla decode: {split[0]}; FlashMLA: {split[1]}", flush=True)
+        shape = f"| {fmt_name} | {h} | {b} | {q} | {s} | {dist} |"
+        for label, mla, kname in libs:
+            lead = f"| {label} " if multi else ""
+            try:
+                call = MlaCall(mla, pb, fmt, sblk, causal, kv, sc)
+            except RuntimeError as e:
+                print(f"{lead}{shape} not run: {e} |", flush=True)
+                continue
+            got = call.decode().float()
+            cd = cos_diff(got, ref.float())
+            ok = cd <= 1e-5 and not bool(torch.isnan(got).any())
+            call.schedule()
+            cd2 = cos_diff(call.layer().float(), got)
+            ok = ok and cd2 == 0.0
+            split = [] if a.kernels else None
+            t_dec = graph_time(repeat(call.decode, a.calls), a.calls, a.reps, split)
+
+            def step():
+                call.schedule()
+                for _ in range(a.calls):
+                    call.layer()
+            t_step = graph_time(step, a.calls, a.reps)
+            call.close()
+            flops = 2 * 1088 * h * q * pb.total
+            kv_bytes = pb.total * rowb
+            tf = flops / (t_step * 1e-6) / 1e12
+            tb = kv_bytes / (t_step * 1e-6) / 1e12
+            row = dict(format=fmt_name, heads=h, batch=b, q_len=q, seq_len=s, dist=dist,
+                       libmla_decode_us=t_dec, libmla_step_us=t_step, flashmla_bf16_us=t_fm,
+                       flashmla_sparse_fp8_us=t_sp, cos_diff=cd, agree=ok, libmla_tflops=tf, libmla_kv_tbs=tb,
+                       read_roof_frac=tb / a.read_roof, gemm_roof_frac=tf / a.gemm_roof)
+            if multi:
+                row.update(build=label, kernel=kname)
+            rows.append(row)
+            sp_txt = f"{t_sp:.1f} | {t_sp / t_step:.2f}" if t_sp else "- | -"
+            mark = "" if ok else f" WRONG (cos diff {cd:.1e}, step vs decode {cd2:.1e})"
+            print(f"{lead}{shape} {t_dec:.1f}{mark} | {t_step:.1f} | {t_fm:.1f} | "
+                  f"{t_fm / t_dec:.2f} | {t_fm / t_step:.2f} | {sp_txt} | {tf:.0f} | {tb:.2f} | "
+                  f"{100 * tb / a.read_roof:.0f} | {100 * tf / a.gemm_roof:.0f} |", flush=True)
+            if split:
+                row["kernels_us"] = dict(libmla_decode=split[0], flashmla=split_fm[0])
+                print(f"#   kernels, us: libmla decode: {split[0]}; FlashMLA: {split_fm[0]}", flush=True)
         del pb, kv, sc, deq, ref
         torch.cuda.empty_cache()
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(dict(device=torch.cuda.get_device_name(), libmla=mla.info, flashmla=fm.name,
+            info = {lb: m.info for lb, m, _ in libs} if multi else libs[0][1].info
+            json.dump(dict(device=torch.cuda.get_device_name(), libmla=info, flashmla=fm.name,
                            calls=a.calls, reps=a.reps, rows=rows), f, indent=1)
 
 

@@ -166,6 +166,8 @@ static mla_status_t get_kernel(mla_context_t *ctx, const char *kname, int option
     if (r == CUDA_SUCCESS)
         r = cu->p_cuFuncGetAttribute(&k->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
                                      k->fn);
+    if (r == CUDA_SUCCESS)
+        r = cu->p_cuFuncGetAttribute(&k->num_regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k->fn);
     if (r != CUDA_SUCCESS)
         return mla__cu_fail(MLA_STATUS_CUDA_ERROR, r, what);
     k->max_dyn_smem = 48 * 1024 - k->static_smem;
@@ -180,6 +182,20 @@ static mla_status_t need_threads(const struct mla_gpu_kernel *k, const char *kna
         return mla__error(MLA_STATUS_INTERNAL_ERROR,
                              "kernel %s allows %d threads per block, its launch needs %d",
                              kname, k->max_threads, threads);
+    return MLA_STATUS_SUCCESS;
+}
+
+/* The sm_90a kernels hand registers from warpgroup to warpgroup with
+ * setmaxnreg, budgeted from the whole register file for their one block
+ * (kernels/sm90/hopper.cu): compiled with fewer registers a thread, a
+ * block's setmaxnreg.inc would wait forever for the rest. */
+static mla_status_t need_regs(const struct mla_gpu_kernel *k, const char *kname, int threads)
+{
+    const int need = 65536 / threads / 8 * 8;
+    if (k->fn && k->num_regs < need)
+        return mla__error(MLA_STATUS_INTERNAL_ERROR,
+                             "kernel %s was compiled with %d registers a thread; its register "
+                             "budgets need %d", kname, k->num_regs, need);
     return MLA_STATUS_SUCCESS;
 }
 
@@ -241,7 +257,8 @@ static mla_status_t load_kernels(mla_context_t *ctx)
         if (!mla__arch_runs_on(var->arch, g->cc_major, g->cc_minor))
             continue; /* other images hold no such kernel (a failed lookup is an API error) */
         if ((st = get_kernel(ctx, var->symbol, 1, k)) ||
-            (st = need_threads(k, var->symbol, var->threads)))
+            (st = need_threads(k, var->symbol, var->threads)) ||
+            (var->layout != MLA_LAYOUT_PORTABLE && (st = need_regs(k, var->symbol, var->threads))))
             return st;
         if (!k->fn)
             continue;

@@ -22,6 +22,7 @@ struct mla_gpu_kernel {
     CUfunction fn;
     int static_smem;  /* CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES */
     int max_threads;  /* CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK */
+    int num_regs;     /* CU_FUNC_ATTRIBUTE_NUM_REGS */
     int max_dyn_smem; /* dynamic shared memory allowed after opting in */
 };
 

@@ -73,8 +73,8 @@ typedef enum mla_xkernel {
      *  caches, query heads per KV head a multiple of 128. */
     MLA_XKERNEL_HOPPER_PAIR = 5,
     /** The wide sm_90a kernel for FP8 caches that converts in registers
-     *  (E4M3 and DS_MLA; E4M3 block scales with one KV head).  Not yet
-     *  taken by the automatic choice. */
+     *  (E4M3 and DS_MLA; E4M3 block scales with one KV head), also for
+     *  shapes that the narrow kernel would take. */
     MLA_XKERNEL_HOPPER_WIDE8 = 6
 } mla_xkernel_t;
 

@@ -522,10 +522,9 @@ static void build_cases(void)
         }
         c = add_case(128, 1, 3, M_G64, 64, 1, 7, lens_mix7);
         c->kernel = "hopper-pair";
-        /* The wide FP8 kernel that converts in registers (forced: the
-         * automatic choice does not take it yet), in every FP8 scale mode:
-         * many tiles a CTA, MTP with causal, 48 rows (an M tile with dead
-         * rows), two M tiles of 100 rows, pages of 128. */
+        /* The wide FP8 kernel that converts in registers, in every FP8
+         * scale mode: many tiles a CTA, MTP with causal, 48 rows (an M
+         * tile with dead rows), two M tiles of 100 rows, pages of 128. */
         for (int m = 0; m < NMODES; m++) {
             if (m == M_BF16)
                 continue;

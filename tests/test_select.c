@@ -75,8 +75,8 @@ struct sel_case {
 static const struct sel_case cases[] = {
     /* H200, automatic: narrow up to 16 rows (BF16), or 32 (DS_MLA, E4M3
      * without block scales or with 128-channel ones) from 8 requests x
-     * KV heads; else E4M3 pairs at a multiple of 128 heads per KV head;
-     * else wide; the portable kernel below 64-token pages and for E4M3
+     * KV heads; else wide (FP8: hopper-wide8, E4M3 block scales on their
+     * own kernel); the portable kernel below 64-token pages and for E4M3
      * block scales with several KV heads. */
     {D_H200, BF16, 0, 16, 1, 1, 64, 1, AUTO, 0, 0, "hopper-narrow-bf16", 2},
     {D_H200, BF16, 0, 8, 1, 2, 64, 1, AUTO, 0, 0, "hopper-narrow-bf16", 2},
@@ -85,28 +85,32 @@ static const struct sel_case cases[] = {
     {D_H200, BF16, 0, 16, 1, 1, 16, 1, AUTO, 0, 0, "portable-bf16-n64", 2},
     {D_H200, BF16, 0, 16, 1, 1, 32, 64, AUTO, 0, 0, "portable-bf16-n64", 2},
     {D_H200, E4M3, 0, 16, 1, 1, 64, 8, AUTO, 0, 0, "hopper-narrow-e4m3", 2},
-    {D_H200, E4M3, 0, 16, 1, 1, 64, 7, AUTO, 0, 0, "hopper-wide-e4m3", 2},
+    {D_H200, E4M3, 0, 16, 1, 1, 64, 7, AUTO, 0, 0, "hopper-wide8-e4m3", 2},
     {D_H200, E4M3, 0, 32, 2, 1, 64, 4, AUTO, 0, 0, "hopper-narrow-e4m3", 2},
     {D_H200, E4M3, 128, 16, 1, 2, 64, 8, AUTO, 0, 0, "hopper-narrow-e4m3", 2},
     {D_H200, E4M3, 128, 32, 1, 1, 64, 8, AUTO, 0, 0, "hopper-narrow-e4m3", 2},
-    {D_H200, E4M3, 64, 16, 1, 2, 64, 8, AUTO, 0, 0, "hopper-wide-e4m3", 2},
+    {D_H200, E4M3, 64, 16, 1, 2, 64, 8, AUTO, 0, 0, "hopper-wide8-e4m3b", 2},
     {D_H200, E4M3, 64, 16, 1, 1, 64, 8, AUTO, 0, 0, "hopper-narrow-e4m3", 2},
-    {D_H200, E4M3, 32, 16, 1, 2, 64, 64, AUTO, 0, 0, "hopper-wide-e4m3", 2},
+    {D_H200, E4M3, 32, 16, 1, 2, 64, 64, AUTO, 0, 0, "hopper-wide8-e4m3b", 2},
     {D_H200, E4M3, 32, 32, 2, 1, 64, 64, AUTO, 0, 0, "portable-e4m3-n64", 2},
     {D_H200, E4M3, 128, 128, 2, 1, 64, 64, AUTO, 0, 0, "portable-e4m3-n64", 2},
-    {D_H200, E4M3, 128, 128, 1, 1, 64, 64, AUTO, 0, 0, "hopper-pair-e4m3", 2},
-    {D_H200, E4M3, 0, 128, 1, 4, 128, 1, AUTO, 0, 0, "hopper-pair-e4m3", 2},
-    {D_H200, E4M3, 0, 128, 2, 1, 64, 64, AUTO, 0, 0, "hopper-wide-e4m3", 2},
-    {D_H200, E4M3, 128, 64, 1, 2, 64, 64, AUTO, 0, 0, "hopper-wide-e4m3", 2},
+    {D_H200, E4M3, 128, 128, 1, 1, 64, 64, AUTO, 0, 0, "hopper-wide8-e4m3b", 2},
+    {D_H200, E4M3, 0, 128, 1, 4, 128, 1, AUTO, 0, 0, "hopper-wide8-e4m3", 2},
+    {D_H200, E4M3, 0, 128, 2, 1, 64, 64, AUTO, 0, 0, "hopper-wide8-e4m3", 2},
+    {D_H200, E4M3, 128, 64, 1, 2, 64, 64, AUTO, 0, 0, "hopper-wide8-e4m3b", 2},
+    {D_H200, E4M3, 64, 128, 1, 1, 64, 1, AUTO, 0, 0, "hopper-wide8-e4m3b", 2},
+    {D_H200, E4M3, 32, 64, 1, 1, 1024, 132, AUTO, 0, 0, "hopper-wide8-e4m3b", 2},
+    {D_H200, E4M3, 0, 126, 2, 2, 64, 6, AUTO, 0, 0, "hopper-wide8-e4m3", 2},
     {D_H200, E4M3, 0, 128, 1, 1, 32, 64, AUTO, 0, 0, "portable-e4m3-n64", 2},
     {D_H200, DSMLA, 0, 16, 1, 2, 64, 8, AUTO, 0, 0, "hopper-narrow-dsmla", 2},
-    {D_H200, DSMLA, 0, 16, 1, 2, 64, 4, AUTO, 0, 0, "hopper-wide-dsmla", 2},
-    {D_H200, DSMLA, 0, 64, 1, 1, 64, 64, AUTO, 0, 0, "hopper-wide-dsmla", 2},
-    {D_H200, DSMLA, 0, 128, 1, 1, 64, 64, AUTO, 0, 0, "hopper-wide-dsmla", 2},
+    {D_H200, DSMLA, 0, 16, 1, 2, 64, 4, AUTO, 0, 0, "hopper-wide8-dsmla", 2},
+    {D_H200, DSMLA, 0, 64, 1, 1, 64, 64, AUTO, 0, 0, "hopper-wide8-dsmla", 2},
+    {D_H200, DSMLA, 0, 128, 1, 1, 64, 64, AUTO, 0, 0, "hopper-wide8-dsmla", 2},
+    {D_H200, DSMLA, 0, 128, 2, 1, 128, 1, AUTO, 0, 0, "hopper-wide8-dsmla", 2},
     {D_H200, DSMLA, 0, 128, 8, 1, 1, 64, AUTO, 0, 0, "portable-dsmla-n64", 2},
     /* Forced. */
     {D_H200, BF16, 0, 16, 1, 1, 64, 1, PORTABLE, 0, 0, "portable-bf16-n64", 2},
-    {D_H200, E4M3, 0, 16, 1, 1, 64, 2, HOPPER, 0, 0, "hopper-wide-e4m3", 2},
+    {D_H200, E4M3, 0, 16, 1, 1, 64, 2, HOPPER, 0, 0, "hopper-wide8-e4m3", 2},
     {D_H200, E4M3, 0, 16, 1, 1, 64, 8, HOPPER, 0, 0, "hopper-narrow-e4m3", 2},
     {D_H200, BF16, 0, 16, 1, 1, 16, 1, HOPPER, 0, 0, NULL, 0},
     {D_H200, E4M3, 0, 16, 1, 1, 64, 64, WIDE, 0, 0, "hopper-wide-e4m3", 2},
@@ -182,8 +186,9 @@ END_TEST
 
 /* Every shape of a grid on every device: a forced family gives that
  * family or NOT_SUPPORTED; the automatic choice of an sm_90a variant is
- * what forcing its family or MLA_XKERNEL_HOPPER gives; hints never change
- * which sm_90a variant runs; the portable variant matches the tiling. */
+ * narrow, or wide (hopper-wide8 for FP8 caches), and is what forcing its
+ * family or MLA_XKERNEL_HOPPER gives; hints never change which sm_90a
+ * variant runs; the portable variant matches the tiling. */
 START_TEST(grid_invariants)
 {
     static const int fmts[][2] = {{BF16, 0}, {E4M3, 0}, {E4M3, 32}, {E4M3, 64}, {E4M3, 128},
@@ -213,7 +218,15 @@ START_TEST(grid_invariants)
                             const int ref_sm90 =
                                 ref_st == MLA_STATUS_SUCCESS &&
                                 mla__variants[ref.variant].layout != MLA_LAYOUT_PORTABLE;
-                            for (int k = AUTO; k <= PAIR; k++)
+                            /* The wide shapes: hopper-wide8 for FP8 caches. */
+                            if (ref_sm90)
+                                ck_assert_int_eq(mla__variants[ref.variant].family,
+                                                 mla__variants[ref.variant].layout ==
+                                                         MLA_LAYOUT_NARROW
+                                                     ? NARROW
+                                                 : fmts[f][0] == BF16 ? WIDE
+                                                                      : WIDE8);
+                            for (int k = AUTO; k <= WIDE8; k++)
                                 for (size_t hi = 0; hi < sizeof(hints) / sizeof(hints[0]); hi++) {
                                     in = shape(d, fmts[f][0], fmts[f][1], heads[h], kvh[kv], q,
                                                pages[p], batches[b], k, hints[hi][0],

@@ -28,10 +28,12 @@
 #define DSMLA_MODES MLA_SM(MLA_SCALES_DSMLA)
 
 /* Requests x KV heads from which the narrow FP8 kernels are taken by
- * default: they stream tiles faster than the wide one but a thread block
- * with few tiles finishes later (H200, h16 s4096, E4M3 /128 and DS_MLA:
- * wide 1.10x faster at 1 request and 1.03x at 4, narrow 1.04x faster at
- * 8, 1.2x at 12 and 16; doc/performance.md, Measured reasons). */
+ * default: they stream tiles faster than a wide kernel but a thread block
+ * with few tiles finishes later (H200, h16 s4096, E4M3 /128 and DS_MLA,
+ * against the wide kernel with a converter warpgroup that hopper-wide8
+ * replaces: wide 1.10x faster at 1 request and 1.03x at 4, narrow 1.04x
+ * faster at 8, 1.2x at 12 and 16; doc/performance.md, Measured reasons;
+ * not yet measured against hopper-wide8). */
 #define MLA_NARROW8_MIN_SEQS 8
 
 /* The portable kernels (kernels/portable/decode.cu): any shape, every device the build
@@ -56,9 +58,10 @@
 const struct mla_variant mla__variants[MLA_NUM_VARIANTS] = {
     /* Narrow: M tiles of 16 query rows, BF16 one, FP8 up to two (two MTP
      * tokens at 16 heads, or 32 heads).  By default a second tile only
-     * where each tile costs less than half the wide kernel's time at 32
+     * where each tile costs less than half a wide kernel's time at 32
      * rows: E4M3 without block scales or with 128-channel ones, and DS_MLA
-     * (H200, b132 s8192: /128 352 us narrow against 429 wide, none 341
+     * (H200, b132 s8192, against the converter-warpgroup wide kernel that
+     * hopper-wide8 replaces: /128 352 us narrow against 429 wide, none 341
      * against 427, DS_MLA 351 against 415); 32- and 64-channel blocks take
      * 1.3-1.7x the /128 time a tile (doc/performance.md, Measured reasons). */
     [MLA_V_NARROW_BF16] = {HOPPER(MLA_FMT_BF16, narrow, "bf16", BF16_MODES),
@@ -84,24 +87,21 @@ const struct mla_variant mla__variants[MLA_NUM_VARIANTS] = {
                             .max_rows = 2 * MLA_NARROW_ROWS, .auto_full_rows_modes = DSMLA_MODES,
                             .auto_min_seqs = MLA_NARROW8_MIN_SEQS},
     /* Wide FP8 converting in registers (kernels/sm90/hopper_wide8.cuh): M
-     * tiles of 64 rows, three FP8 stages; E4M3 without and with block
-     * scales are two kernels.  Forced only until it is measured against
-     * the pairs and the wide kernel. */
+     * tiles of 64 rows, any number, three FP8 stages; E4M3 without and
+     * with block scales are two kernels.  The FP8 shapes the narrow
+     * kernels do not take. */
     [MLA_V_WIDE8_E4M3] = {HOPPER(MLA_FMT_FP8_E4M3, wide8, "e4m3", MLA_SM(MLA_SCALES_NONE)),
                           .symbol = "mla_hopper_wide8_e4m3", .family = MLA_XKERNEL_HOPPER_WIDE8,
                           .layout = MLA_LAYOUT_WIDE8, .threads = MLA_HOPPER_LEAN_THREADS, .cluster = 1,
-                          .block_m = MLA_BLOCK_M, .heads_multiple = 1,
-                          .auto_min_seqs = INT32_MAX},
+                          .block_m = MLA_BLOCK_M, .heads_multiple = 1},
     [MLA_V_WIDE8_E4M3B] = {HOPPER(MLA_FMT_FP8_E4M3, wide8, "e4m3b", E4M3_BLOCK_SCALED),
                            .symbol = "mla_hopper_wide8_e4m3b", .family = MLA_XKERNEL_HOPPER_WIDE8,
                            .layout = MLA_LAYOUT_WIDE8, .threads = MLA_HOPPER_LEAN_THREADS, .cluster = 1,
-                           .block_m = MLA_BLOCK_M, .heads_multiple = 1,
-                           .auto_min_seqs = INT32_MAX},
+                           .block_m = MLA_BLOCK_M, .heads_multiple = 1},
     [MLA_V_WIDE8_DSMLA] = {HOPPER(MLA_FMT_FP8_DS_MLA, wide8, "dsmla", DSMLA_MODES),
                            .symbol = "mla_hopper_wide8_dsmla", .family = MLA_XKERNEL_HOPPER_WIDE8,
                            .layout = MLA_LAYOUT_WIDE8, .threads = MLA_HOPPER_LEAN_THREADS, .cluster = 1,
-                           .block_m = MLA_BLOCK_M, .heads_multiple = 1,
-                           .auto_min_seqs = INT32_MAX},
+                           .block_m = MLA_BLOCK_M, .heads_multiple = 1},
     /* Pairs: the wide E4M3 kernel as clusters of two thread blocks, M tiles
      * 2k and 2k + 1, which convert each tile once for both and feed the
      * seesaw consumers (H200, h128 b132 s8192: /128 808 against 844 us,

@@ -305,8 +305,6 @@ static void build_cases(void)
             c->kernel = "hopper-narrow";
             c = add_case(16, 1, 1, M_E4M3, 64, 0, 7, lens_mix7);
             c->kernel = "hopper-narrow";
-            c = add_case(128, 1, 1, M_G128, 64, 0, 7, lens_mix7);
-            c->kernel = "hopper-pair";
             c = add_case(128, 1, 1, M_E4M3, 64, 0, 7, lens_mix7);
             c->kernel = "hopper-wide8";
             c = add_case(64, 1, 2, M_DSMLA, 64, 1, 7, lens_mix7);
@@ -421,10 +419,10 @@ static void build_cases(void)
             c = add_case(16, 1, 1, m, 64, 0, 1, ones); /* the same, narrow */
             c->kernel = "hopper-narrow";
         }
-        /* The wide kernel on shapes the narrow one takes by default. */
+        /* The wide kernels on shapes the narrow one takes by default. */
         for (int m = 0; m < NMODES; m++) {
             c = add_case(m % 2 ? 8 : 16, 1, m % 2 ? 2 : 1, m, 64 << (m % 2), m % 2, 7, lens_mix7);
-            c->kernel = "hopper-wide";
+            c->kernel = m == M_BF16 ? "hopper-wide" : "hopper-wide8";
         }
         for (int m = 0; m < NMODES; m += 2) {
             for (int i = 0; i < 64; i++)
@@ -499,32 +497,10 @@ static void build_cases(void)
         }
         c = add_case(32, 1, 1, M_G128, 64, 0, 16, lens);
         c->sample = 3;
-        /* The wide FP8 kernel at 128 heads as 2-CTA pairs (E4M3, the
-         * default there) and as single CTAs: many tiles, MTP with causal
-         * (both M tiles of a pair see the same keys; 4, 6 and 8 M tiles
-         * per KV head), lengths off the tile and page edges.  DS_MLA has
-         * no pair: the same shapes on the single-CTA kernel. */
-        for (int m = 0; m < NMODES; m++) {
-            if (m == M_BF16)
-                continue;
-            const char *pair = m == M_DSMLA ? "hopper-wide" : "hopper-pair";
-            for (int i = 0; i < 12; i++)
-                lens[i] = 1 + rnd_int(5000);
-            c = add_case(128, 1, 1, m, 64 << (m % 2), 0, 12, lens);
-            c->kernel = pair;
-            c->sample = 3;
-            c = add_case(128, 1, 2, m, 64, 1, 7, lens_mix7);
-            c->kernel = pair;
-            c = add_case(128, 1, 4, m, 128, 1, 7, lens_mix7);
-            c->kernel = pair;
-            c = add_case(128, 1, 1, m, 64, 0, 7, lens_mix7);
-            c->kernel = "hopper-wide";
-        }
-        c = add_case(128, 1, 3, M_G64, 64, 1, 7, lens_mix7);
-        c->kernel = "hopper-pair";
-        /* The wide FP8 kernel that converts in registers, in every FP8
-         * scale mode: many tiles a CTA, MTP with causal, 48 rows (an M
-         * tile with dead rows), two M tiles of 100 rows, pages of 128. */
+        /* The wide FP8 kernel, in every FP8 scale mode: many tiles a CTA
+         * at 128 heads (two M tiles), MTP with causal (4, 6 and 8 M tiles
+         * per KV head), 48 rows (an M tile with dead rows), two M tiles of
+         * 100 rows, pages of 128, lengths off the tile and page edges. */
         for (int m = 0; m < NMODES; m++) {
             if (m == M_BF16)
                 continue;
@@ -533,7 +509,11 @@ static void build_cases(void)
             c = add_case(128, 1, 1, m, 64 << (m % 2), 0, 12, lens);
             c->kernel = "hopper-wide8";
             c->sample = 3;
+            c = add_case(128, 1, 1, m, 64, 0, 7, lens_mix7);
+            c->kernel = "hopper-wide8";
             c = add_case(64, 1, 2, m, 64, 1, 7, lens_mix7);
+            c->kernel = "hopper-wide8";
+            c = add_case(128, 1, 2, m, 64, 1, 7, lens_mix7);
             c->kernel = "hopper-wide8";
             c = add_case(128, 1, 4, m, 128, 1, 7, lens_mix7);
             c->kernel = "hopper-wide8";
@@ -542,6 +522,8 @@ static void build_cases(void)
             c = add_case(100, 1, 1, m, 64, 0, 7, lens_mix7);
             c->kernel = "hopper-wide8";
         }
+        c = add_case(128, 1, 3, M_G64, 64, 1, 7, lens_mix7);
+        c->kernel = "hopper-wide8";
         /* More KV heads (a copy a row); Q far outside f16's range (E4M3
          * without scales takes the scores in f16); e4m3 subnormals, and
          * block scales past 2^7. */
@@ -954,7 +936,7 @@ static int64_t kernel_value(const char *name)
     if (!name)
         return MLA_XKERNEL_AUTO;
     for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
-        if (strcmp(name, names[i]) == 0)
+        if (names[i] && strcmp(name, names[i]) == 0)
             return i;
     REQUIRE(0, "unknown kernel name %s", name);
     return MLA_XKERNEL_AUTO;
@@ -1087,9 +1069,9 @@ static const int32_t nf_lens[NF_KINDS] = {70, 70, 1500, 70, 1500, 70, 70, 9, 150
 struct nf_case {
     int mode, family, q_len;
 };
-enum { NF_PORTABLE_16, NF_PORTABLE_128, NF_NARROW, NF_WIDE, NF_PAIR, NF_WIDE8, NF_FAMILIES };
+enum { NF_PORTABLE_16, NF_PORTABLE_128, NF_NARROW, NF_WIDE, NF_WIDE8_128, NF_WIDE8, NF_FAMILIES };
 static const char *const nf_family_names[NF_FAMILIES] = {
-    "portable", "portable", "hopper-narrow", "hopper-wide", "hopper-pair", "hopper-wide8"};
+    "portable", "portable", "hopper-narrow", "hopper-wide", "hopper-wide8", "hopper-wide8"};
 #define MAX_NF_CASES 80
 static struct nf_case g_nf[MAX_NF_CASES];
 static int g_nnf;
@@ -1100,9 +1082,9 @@ static void build_nf_cases(void)
         if (f >= NF_NARROW && !g_hopper)
             continue;
         for (int m = 0; m < NMODES; m++) {
-            if (f == NF_PAIR && (m == M_BF16 || m == M_DSMLA))
-                continue; /* the pairs take E4M3 only */
-            if (f == NF_WIDE8 && m == M_BF16)
+            if (f == NF_WIDE && m != M_BF16)
+                continue; /* BF16 only */
+            if ((f == NF_WIDE8_128 || f == NF_WIDE8) && m == M_BF16)
                 continue; /* FP8 only */
             if (g_quick && (f != NF_PORTABLE_16 || m % 2))
                 continue;
@@ -1167,7 +1149,7 @@ START_TEST(decode_nonfinite)
     arena_reset();
     rnd_start(7000 + (uint64_t)_i);
     memset(&c, 0, sizeof(c));
-    c.h_q = k->family == NF_PORTABLE_128 || k->family == NF_PAIR ? 128
+    c.h_q = k->family == NF_PORTABLE_128 || k->family == NF_WIDE8_128 ? 128
             : k->family == NF_WIDE || k->family == NF_WIDE8      ? 64
             : k->q_len > 1 && fmt == MLA_KV_BF16                 ? 8 /* narrow BF16: 16 rows */
                                                                  : 16;
@@ -1381,7 +1363,7 @@ static mla_status_t decode_on(mla_plan_t *plan, const struct prob *p, devmem_ptr
  * mla_workspace_status refuses it), a schedule made for another block
  * table (nothing runs, recorded as INVALID_ARGUMENT), another plan of the
  * same layout (shares the schedule, same bits) and a plan of another
- * layout (nothing runs); BF16 narrow, E4M3 wide (pairs). */
+ * layout (nothing runs); BF16 narrow, E4M3 wide (hopper-wide8). */
 START_TEST(schedule_misuse)
 {
     static struct kcase c;
@@ -1777,15 +1759,19 @@ static void check_plan_kernel(const char *test, const struct kernel_case *k, int
 
 /* MLA_XKERNEL_HOPPER_NARROW: plans the narrow kernel takes succeed (FP8 at
  * a batch the default choice gives the wide kernel), more than 16 rows per
- * KV head (BF16) or 32 (FP8) are refused with NOT_SUPPORTED; the pairs take
- * E4M3 with a multiple of 128 query heads per KV head only. */
+ * KV head (BF16) or 32 (FP8) are refused with NOT_SUPPORTED; the wide
+ * family takes BF16 only, hopper-wide8 FP8 only. */
 START_TEST(kernel_choice)
 {
     if (!g_hopper) {
         printf("skip   kernel_choice: no sm_90a kernel on this device\n");
         return;
     }
-    enum { NARROW = MLA_XKERNEL_HOPPER_NARROW, PAIR = MLA_XKERNEL_HOPPER_PAIR };
+    enum {
+        NARROW = MLA_XKERNEL_HOPPER_NARROW,
+        WIDE = MLA_XKERNEL_HOPPER_WIDE,
+        WIDE8 = MLA_XKERNEL_HOPPER_WIDE8
+    };
     static const struct kernel_case k[] = {
         {NARROW, 16, M_G128, 2, 4096, MLA_STATUS_SUCCESS},
         {NARROW, 16, M_DSMLA, 2, 4096, MLA_STATUS_SUCCESS},
@@ -1793,10 +1779,13 @@ START_TEST(kernel_choice)
         {NARROW, 32, M_G128, 2, 4096, MLA_STATUS_SUCCESS},
         {NARROW, 64, M_DSMLA, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
         {NARROW, 128, M_E4M3, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
-        {PAIR, 128, M_G128, 64, 4096, MLA_STATUS_SUCCESS},
-        {PAIR, 128, M_DSMLA, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
-        {PAIR, 64, M_E4M3, 64, 4096, MLA_STATUS_NOT_SUPPORTED},
-        {PAIR, 128, M_BF16, 64, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {WIDE, 128, M_BF16, 64, 4096, MLA_STATUS_SUCCESS},
+        {WIDE, 128, M_G128, 64, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {WIDE, 16, M_DSMLA, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {WIDE8, 128, M_G128, 64, 4096, MLA_STATUS_SUCCESS},
+        {WIDE8, 16, M_DSMLA, 2, 4096, MLA_STATUS_SUCCESS},
+        {WIDE8, 64, M_E4M3, 64, 4096, MLA_STATUS_SUCCESS},
+        {WIDE8, 128, M_BF16, 64, 4096, MLA_STATUS_NOT_SUPPORTED},
     };
     check_plan_kernel("kernel_choice", k, (int)(sizeof(k) / sizeof(k[0])), 1);
     /* Two KV heads, 16 rows each: every narrow kernel takes them (FP8 with
@@ -1882,7 +1871,7 @@ static void build_san_cases(void)
     /* BF16 narrow, pages of 1024, half the requests empty (synccheck: the
      * consumer warpgroups' barriers). */
     static const int32_t l3000[6] = {3001, 0, 2944, 0, 3071, 0};
-    /* E4M3 pairs, causal MTP (the pair protocol under racecheck). */
+    /* E4M3 wide8, causal MTP (its P slots under racecheck). */
     static const int32_t l700[6] = {700, 0, 655, 1, 0, 731};
     static const int32_t mixa[6] = {513, 0, 1000, 64, 65, 1};
     static const int32_t page1[6] = {0, 1, 2, 5, 300, 77};
@@ -1894,13 +1883,13 @@ static void build_san_cases(void)
     int32_t small[MAX_BATCH];
 
     san_case("narrow BF16, pages of 1024", 16, 1, 1, M_BF16, 1024, 0, 6, l3000, "hopper");
-    san_case("E4M3 /128 pairs, MTP", 128, 1, 2, M_G128, 64, 1, 6, l700, "hopper");
-    san_case("E4M3 /32 pairs", 128, 1, 1, M_G32, 128, 0, 6, mixa, "hopper");
+    san_case("E4M3 /128 wide8, MTP", 128, 1, 2, M_G128, 64, 1, 6, l700, "hopper");
+    san_case("E4M3 /32 wide8", 128, 1, 1, M_G32, 128, 0, 6, mixa, "hopper");
     san_case("DS_MLA, pages of 1", 16, 1, 4, M_DSMLA, 1, 1, 6, page1, NULL);
-    san_case("DS_MLA wide", 128, 1, 1, M_DSMLA, 128, 0, 6, mixb, "hopper");
-    san_case("DS_MLA wide, MTP", 128, 1, 2, M_DSMLA, 64, 1, 6, l700, "hopper-wide");
+    san_case("DS_MLA wide8", 128, 1, 1, M_DSMLA, 128, 0, 6, mixb, "hopper");
+    san_case("DS_MLA wide8, MTP", 128, 1, 2, M_DSMLA, 64, 1, 6, l700, "hopper-wide8");
     san_case("BF16, 63 heads a KV head", 126, 2, 3, M_BF16, 16, 1, 6, odd, NULL);
-    san_case("E4M3 wide, 63 heads a KV head", 126, 2, 2, M_E4M3, 64, 0, 6, mixc, "hopper");
+    san_case("E4M3 wide8, 63 heads a KV head", 126, 2, 2, M_E4M3, 64, 0, 6, mixc, "hopper");
     san_case("BF16 wide, 63 heads a KV head", 126, 2, 2, M_BF16, 128, 1, 6, mixb, "hopper");
     san_case("E4M3 narrow, 3 KV heads", 9, 3, 4, M_E4M3, 1024, 1, 6, p1024, "hopper");
     san_case("DS_MLA narrow, two M tiles", 16, 1, 2, M_DSMLA, 1024, 1, 8, l8, "hopper");
@@ -1913,7 +1902,7 @@ static void build_san_cases(void)
     rnd_start(4000);
     for (int i = 0; i < 40; i++)
         small[i] = i % 5 == 0 ? 0 : 1 + rnd_int(300);
-    san_case("E4M3 /128 pairs, 40 short requests", 128, 1, 2, M_G128, 64, 1, 40, small, "hopper");
+    san_case("E4M3 /128 wide8, 40 short requests", 128, 1, 2, M_G128, 64, 1, 40, small, "hopper");
     for (int i = 0; i < 48; i++)
         small[i] = i % 4 == 1 ? 0 : 1 + rnd_int(400);
     san_case("narrow BF16, 48 short requests", 16, 1, 1, M_BF16, 64, 0, 48, small, "hopper");

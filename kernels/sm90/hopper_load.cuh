@@ -1,8 +1,8 @@
 /*
  * hopper_load.cuh - the producer side of the sm_90a kernels: the loader
- * (one elected lane issuing TMA boxes through the block table) and the Q
- * tile, filled by the converter warpgroup before its first tile (by the
- * consumers in the wide BF16 kernel, which has no converter).
+ * (one elected lane issuing TMA boxes or bulk copies through the block
+ * table) and the Q tile, filled by the converter warpgroup of the narrow
+ * kernels (by the consumers in the wide kernels, which have none).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -20,42 +20,28 @@ namespace hopper {
 
 /*
  * Per tile: BF16 as one box of 64 rows per 64 columns, landing in a stage
- * in the wgmma layout (SWIZZLE_128B), in both layouts.  Narrow FP8 as
- * bulk copies of its 64 rows to the start of the stage, row-major
- * (kBulkTile: one copy with one KV head, else one per row); wide FP8 as
- * 64-byte-wide boxes to the upper half of the stage (converted in
- * place), chunk c at dst + 4096 c, DS_MLA's scales
- * (16 bytes a row) to `scl` and its bf16 RoPE box to dst + 32768 (the
- * stage's chunk 8 itself).  E4M3 block scales by one bulk copy to `scl`.
+ * in the wgmma layout (SWIZZLE_128B), in both BF16 layouts.  FP8 (NARROW:
+ * the narrow kernels and the wide FP8 one) as bulk copies of its 64 rows
+ * to the start of the stage, row-major (kBulkTile: one copy with one KV
+ * head, else one per row), E4M3 block scales by one bulk copy to `scl`.
  */
-template <int FMT, bool NARROW, bool PAIR>
+template <int FMT, bool NARROW>
 MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
 {
     const mla_decode_params &p = hp.p;
-    const void *map0 = &hp.kv_map[0], *map1 = &hp.kv_map[1], *map2 = &hp.kv_map[2];
-    /* Narrow FP8 copies its tiles without a tensor map. */
+    const void *map0 = &hp.kv_map[0];
+    /* FP8 copies its tiles without a tensor map. */
     constexpr bool kBulk = kBulkTile<FMT, NARROW>;
-    if (!kBulk) {
-        prefetch_tensormap(PAIR ? (const void *)&hp.kv_map[3] : map0);
-        if (FMT == MLA_FMT_FP8_DS_MLA) {
-            prefetch_tensormap(map1);
-            prefetch_tensormap(map2);
-        }
-    }
+    static_assert(kBulk || FMT == MLA_FMT_BF16, "FP8 tiles land by bulk copies");
+    if (!kBulk)
+        prefetch_tensormap(map0);
     /* KV read by one CTA only: let it leave L2 first. */
     const uint64_t pol = p.m_blocks == 1 ? policy_evict_first() : policy_evict_normal();
     const int32_t *bt = (const int32_t *)p.block_table + (int64_t)c.b * p.max_pages_per_seq;
     const int spr = FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0;
     const uint32_t sbytes = kBN * 4u * (uint32_t)spr;
-    /* An FP8 tile is its rows' bytes however it lands (DS_MLA's boxes:
-     * nope, scales, RoPE), plus E4M3's block scales. */
-    uint32_t bytes = FMT == MLA_FMT_BF16 ? kTile : kBN * kFp8RowPitch<FMT> + sbytes;
-    /* A pair CTA loads half the rows (hopper_layout.cuh). */
-    if (PAIR)
-        bytes -= kPairPieces * 2048u;
-    static_assert(8u * 4096u + kBN * 16u + kChunk == kBN * kFp8RowPitch<MLA_FMT_FP8_DS_MLA> &&
-                      kTile / 2 == kBN * kFp8RowPitch<MLA_FMT_FP8_E4M3>,
-                  "an FP8 tile's boxes are its rows' bytes");
+    /* An FP8 tile is its rows' bytes, plus E4M3's block scales. */
+    const uint32_t bytes = FMT == MLA_FMT_BF16 ? kTile : kBN * kFp8RowPitch<FMT> + sbytes;
     const int pshift = p.page_shift, pmask = p.page_size - 1;
     const Pipe pipe = c.pipe();
     PipeState st;
@@ -74,24 +60,16 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
             const int prow = (next << pshift) + (((t + 1) * (int)kBN) & pmask);
             prefetch_l2((const uint8_t *)p.kv + (int64_t)prow * kPfRow, kBN * kPfRow);
         }
-        /* Pairs: free once both CTAs' consumers are done with it, as each
-         * CTA's converter writes into both (waiting here rather than in
-         * the converter measured 2 % faster: doc/performance.md, Measured reasons). */
-        if (PAIR)
-            mbar_wait_cluster(pipe.empty_bar(st), st.phase ^ 1u);
-        else
-            pipe.producer_acquire(st);
+        pipe.producer_acquire(st);
         const uint32_t bar = pipe.full_bar(st);
-        const uint32_t dst = c.stage(st.stage) + (kBulk                     ? 0u
-                                                  : FMT == MLA_FMT_FP8_E4M3 ? kTile / 2
-                                                                            : 4u * kChunk);
+        const uint32_t dst = c.stage(st.stage);
         const uint32_t scl = c.scales(st.stage);
         mbar_arrive_expect_tx(bar, bytes);
         if (FMT == MLA_FMT_BF16) {
 #pragma unroll
             for (int k = 0; k < 9; k++)
                 tma_load_3d(c.stage(st.stage) + k * kChunk, map0, 64 * k, c.kh, row0, bar, pol);
-        } else if (kBulk) {
+        } else {
             /* One KV head: the tile's rows are contiguous, one copy (the
              * 64-byte-wide boxes moved E4M3 tiles 6 % slower); else its
              * rows are h_kv rows apart, one copy each. */
@@ -102,32 +80,6 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
             else
                 for (uint32_t r = 0; r < kBN; r++)
                     bulk_g2s(dst + r * kRow, src + (int64_t)r * p.h_kv * kRow, kRow, bar, pol);
-        } else if (PAIR) {
-            const void *map3 = &hp.kv_map[3];
-            const uint32_t stg = c.stage(st.stage);
-#pragma unroll
-            for (uint32_t k = 0; k < kPairPieces; k++)
-                tma_load_3d(pair_piece(stg, c.rank, k), map3, 64 * (int)k, c.kh,
-                            row0 + 32 * (int)c.rank, bar, pol);
-            /* With each tile converted in half the time, the load's
-             * latency is on the critical path (two stages): this CTA's
-             * rows of the next tile go to L2 now (one KV head: contiguous;
-             * two tiles ahead measured the same). */
-            if (t + 1 < c.t1 && p.h_kv == 1) {
-                const int prow = (next << pshift) + (((t + 1) * (int)kBN) & pmask) + 32 * (int)c.rank;
-                prefetch_l2((const uint8_t *)p.kv + (int64_t)prow * kFp8RowPitch<FMT>,
-                            32u * kFp8RowPitch<FMT>);
-            }
-        } else if (FMT == MLA_FMT_FP8_E4M3) {
-#pragma unroll
-            for (int k = 0; k < 9; k++)
-                tma_load_3d(dst + 4096u * k, map0, 64 * k, c.kh, row0, bar, pol);
-        } else {
-#pragma unroll
-            for (int k = 0; k < 8; k++)
-                tma_load_3d(dst + 4096u * k, map0, 64 * k, c.kh, row0, bar, pol);
-            tma_load_3d(scl, map1, kDsScaleOffset, c.kh, row0, bar, pol);
-            tma_load_3d(dst + 8u * 4096u, map2, kDsRopeOffset, c.kh, row0, bar, pol);
         }
         if (spr > 0) /* h_kv == 1: the tile's scales are contiguous */
             bulk_g2s(scl, (const float *)p.scales + (int64_t)row0 * spr, sbytes, bar, pol);
@@ -140,11 +92,11 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
  * into the swizzled Q tile (chunks of c.qchunk bytes); rows past rows_here
  * are zeros (their scores are never used, but must not be NaN garbage
  * inside the MMA).  nrows x 72 granules of 16 bytes, by threads tid = 0
- * .. nthreads - 1 (the converter warpgroup: up to 36 a thread; the wide
- * BF16 kernel's two consumer warpgroups: 18), all in flight at once as
- * cp.async copies (through registers, the converter's 56 a thread allow
- * six at a time: six round trips to memory, most of a short CTA's
- * start).  The caller waits for them (cp_async_wait_all). */
+ * .. nthreads - 1 (the narrow BF16 kernel's converter warpgroup: 9 a
+ * thread; the wide BF16 kernel's two consumer warpgroups: 18), all in
+ * flight at once as cp.async copies (through registers, the converter's
+ * 56 a thread allow six at a time: six round trips to memory, most of a
+ * short CTA's start).  The caller waits for them (cp_async_wait_all). */
 MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid, int nrows,
                     uint32_t nthreads = 128u)
 {

@@ -68,9 +68,8 @@ namespace mla {
 namespace hopper {
 
 /* The head's fields (c.xchg is the head's base), the P slots' barriers
- * and the end's (the converted[] words, which this layout does not use:
- * p_full[2] of 128 arrivals, p_free[2] of 256, fin[2] of 256 used once
- * each), and the named barrier of both warpgroups (only before their
+ * and the end's (in the barrier block's per-layout words: p_full[2] of
+ * 128 arrivals, p_free[2] of 256, fin[2] of 256 used once each), and the named barrier of both warpgroups (only before their
  * tile loops: after them the warpgroups have passed different numbers of
  * their own barriers, and racecheck flagged a named barrier of both
  * there in the narrow kernel: doc/performance.md, Measured reasons). */
@@ -78,8 +77,8 @@ constexpr uint32_t kW8Ref = offsetof(mla_wide8_head, ref),
                    kW8Alpha = offsetof(mla_wide8_head, alpha),
                    kW8Lim = offsetof(mla_wide8_head, lim),
                    kW8Changed = offsetof(mla_wide8_head, changed);
-constexpr uint32_t kBarPFull = kBarConverted, kBarPFree = kBarConverted + 16u,
-                   kBarFin = kBarConverted + 32u;
+constexpr uint32_t kBarPFull = kBarWords, kBarPFree = kBarWords + 16u,
+                   kBarFin = kBarWords + 32u;
 constexpr uint32_t kNbBoth = kNbP;
 
 /* Block-scaled K (E4M3 /128, /64, /32, DS_MLA) in f16, each value times
@@ -94,7 +93,7 @@ constexpr bool kScaledKF16 = false;
 #else
 constexpr bool kScaledKF16 = true;
 #endif
-static_assert(kBarFin + 16u <= kBarConverted + sizeof(Bars::converted), "P slot and end barriers");
+static_assert(kBarFin + 16u <= kBarWords + sizeof(Bars::words), "P slot and end barriers");
 static_assert(32u * kStageRow <= MLA_WIDE8_STAGES * mla_narrow8_stage_bytes(MLA_FMT_FP8_E4M3, 0) &&
                   32u * kStageRow <= sizeof(mla_wide8_head::q),
               "32 output rows are staged in the stages, 32 over the Q tile");

@@ -287,9 +287,9 @@ MLA_HD uint32_t mla_decode_smem_bytes(int32_t fmt, int32_t block_n, int32_t stag
  *   consecutive rows of one page, one TMA box per 64 columns) and
  *   num_pages * page_size < 2^31.  A launch with another kv_format,
  *   block_n, num_stages or block_m, or pages of fewer than 64 rows traps.
- *   kv_map[0] is a CUtensorMap over the cache viewed as [rows = num_pages
- *   * page_size][h_kv][576 bf16], box 64 columns x 1 head x 64 rows,
- *   SWIZZLE_128B (the wgmma layout); the other kv_map[] are unused.
+ *   kv_map is a CUtensorMap over the cache viewed as [rows = num_pages *
+ *   page_size][h_kv][576 bf16], box 64 columns x 1 head x 64 rows,
+ *   SWIZZLE_128B (the wgmma layout).
  * These kernels exist in the sm_90a image only; the host looks them up
  * on compute capability 9.0 only.
  */
@@ -302,7 +302,7 @@ struct mla_tensor_map {
     MLA_ALIGN64 uint64_t opaque[16]; /* a CUtensorMap */
 };
 struct mla_hopper_params {
-    struct mla_tensor_map kv_map[4];
+    struct mla_tensor_map kv_map; /* BF16 caches; unused with FP8 ones */
     struct mla_decode_params p;
 };
 
@@ -317,7 +317,7 @@ struct mla_hopper_params {
  * tokens at 16 heads).  They compute
  * S^T = K Q^T and O^T = V^T P^T (keys and value dims as the wgmma M, the
  * query rows as N = 16), so the Q tile holds only 16 rows.  Dynamic smem
- * mla_narrow_smem_bytes(f).  BF16 reads kv_map[0].  FP8 (E4M3, DS_MLA):
+ * mla_narrow_smem_bytes(f).  BF16 reads kv_map.  FP8 (E4M3, DS_MLA):
  * the tiles land by bulk copies (no tensor map; E4M3 with block scales
  * needs h_kv == 1 and 16-byte aligned scales, one bulk copy of the tile's
  * 64 rows of scales), and the consumers read the FP8 tile itself and

@@ -29,7 +29,7 @@ template <int FMT, bool NARROW>
 MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
 {
     const mla_decode_params &p = hp.p;
-    const void *map0 = &hp.kv_map[0];
+    const void *map0 = &hp.kv_map;
     /* FP8 copies its tiles without a tensor map. */
     constexpr bool kBulk = kBulkTile<FMT, NARROW>;
     static_assert(kBulk || FMT == MLA_FMT_BF16, "FP8 tiles land by bulk copies");

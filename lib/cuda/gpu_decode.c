@@ -76,7 +76,7 @@ static int hopper_maps(const struct mla_cuda_api *cu, const struct mla_decode_pa
         return 0;
     if (p->scales_per_row > 0 && (p->scales & 15u))
         return 0;
-    memset(hp->kv_map, 0, sizeof(hp->kv_map));
+    memset(&hp->kv_map, 0, sizeof(hp->kv_map));
     if (p->kv_format != MLA_FMT_BF16)
         return 1;
     const uint64_t rb = (uint64_t)p->row_bytes;
@@ -84,7 +84,7 @@ static int hopper_maps(const struct mla_cuda_api *cu, const struct mla_decode_pa
     const cuuint64_t strides[2] = {rb, rb * (uint64_t)p->h_kv};
     const cuuint32_t box[3] = {64, 1, MLA_HOPPER_BLOCK_N}, estr[3] = {1, 1, 1};
     const CUresult r = cu->p_cuTensorMapEncodeTiled(
-        (CUtensorMap *)(void *)&hp->kv_map[0], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
+        (CUtensorMap *)(void *)&hp->kv_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
         (void *)(uintptr_t)p->kv, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -159,7 +159,7 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a, 
      * before anything is queued; where the call's buffers do not suit it,
      * the call runs the portable kernel, unless MLA_XPARAM_KERNEL requires
      * the variant. */
-    struct mla_hopper_params hp; /* 64-byte aligned: the tensor maps inside must be */
+    struct mla_hopper_params hp; /* 64-byte aligned: the tensor map inside must be */
     int use_maps = 0;
     if ((steps & MLA_GPU_STEP_DECODE) && gp->run.v->layout != MLA_LAYOUT_PORTABLE) {
         CUresult er = CUDA_SUCCESS;

@@ -46,10 +46,9 @@ DEV = torch.device("cuda")
 vp = C.c_void_p
 P_HEADS, P_KVH, P_QLEN, P_FMT, P_PAGE, P_SBLK, P_CAUSAL, P_ROWB, P_SPR = 1, 2, 3, 6, 7, 8, 9, 12, 13
 FMT = {"bf16": 0, "e4m3": 1, "ds_mla": 2}
-# MLA_XPARAM_KERNEL (mla_experimental.h) and the names of its values, in value order (MLA_XKERNEL_NAMES;
-# None where a value names no kernel).
+# MLA_XPARAM_KERNEL (mla_experimental.h) and the names of its values, in value order (MLA_XKERNEL_NAMES).
 P_XKERNEL = 0x10000
-XKERNELS = ["auto", "portable", "hopper", "hopper-wide", "hopper-narrow", None, "hopper-wide8"]
+XKERNELS = ["auto", "portable", "hopper", "hopper-wide", "hopper-narrow", "hopper-wide8"]
 
 # (format, heads, batch, q_len, seq_len, dist): FlashMLA's standard grid, then the length mixes.
 PRESET = [
@@ -341,7 +340,7 @@ def main():
     ap.add_argument("--read-roof", type=float, default=4.48, help="read-only streaming rate, TB/s")
     ap.add_argument("--gemm-roof", type=float, default=790.0, help="dense BF16 rate, TFLOP/s")
     ap.add_argument("--json", help="write every number here")
-    ap.add_argument("--kernel", default="auto", choices=[k for k in XKERNELS if k],
+    ap.add_argument("--kernel", default="auto", choices=XKERNELS,
                     help="libmla's decode kernel (MLA_XPARAM_KERNEL, experimental); a shape it does not serve fails")
     ap.add_argument("--kernels", action="store_true",
                     help="also print each kernel's mean duration in the decode and FlashMLA graphs")

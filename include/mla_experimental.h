@@ -71,18 +71,16 @@ typedef enum mla_xkernel {
      *  per KV head (heads per KV head times query tokens) with BF16
      *  caches, 32 with FP8 ones. */
     MLA_XKERNEL_HOPPER_NARROW = 4,
-    /* 5 names no kernel: mla_config_set_int() refuses it. */
     /** The wide sm_90a kernel for FP8 caches, which converts in registers
      *  (E4M3 and DS_MLA; E4M3 block scales with one KV head), also for
      *  shapes that the narrow kernel would take. */
-    MLA_XKERNEL_HOPPER_WIDE8 = 6
+    MLA_XKERNEL_HOPPER_WIDE8 = 5
 } mla_xkernel_t;
 
 /** Short names of the mla_xkernel_t values in value order, for command
- *  lines and test tables: `static const char *const n[] = {MLA_XKERNEL_NAMES};`;
- *  a null pointer at 5, which names no kernel. */
+ *  lines and test tables: `static const char *const n[] = {MLA_XKERNEL_NAMES};`. */
 #define MLA_XKERNEL_NAMES \
-    "auto", "portable", "hopper", "hopper-wide", "hopper-narrow", NULL, "hopper-wide8"
+    "auto", "portable", "hopper", "hopper-wide", "hopper-narrow", "hopper-wide8"
 
 #ifdef __cplusplus
 }

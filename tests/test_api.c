@@ -221,8 +221,7 @@ static const struct int_case int_cases[] = {
     {(mla_param_t)0, 1, MLA_STATUS_INVALID_ARGUMENT},
     {(mla_param_t)99, 1, MLA_STATUS_INVALID_ARGUMENT},
     {MLA_XPARAM_KERNEL, MLA_XKERNEL_HOPPER_WIDE8, MLA_STATUS_SUCCESS},
-    {MLA_XPARAM_KERNEL, 5, MLA_STATUS_INVALID_ARGUMENT},
-    {MLA_XPARAM_KERNEL, 7, MLA_STATUS_INVALID_ARGUMENT},
+    {MLA_XPARAM_KERNEL, 6, MLA_STATUS_INVALID_ARGUMENT},
     {MLA_XPARAM_KERNEL, -1, MLA_STATUS_INVALID_ARGUMENT},
     {MLA_XPARAM_CPU_THREADS, 256, MLA_STATUS_SUCCESS},
     {MLA_XPARAM_CPU_THREADS, 257, MLA_STATUS_INVALID_ARGUMENT},
@@ -847,8 +846,6 @@ START_TEST(config_experimental)
     mla_plan_t *plan = NULL;
     double d;
     for (int64_t k = MLA_XKERNEL_AUTO; k <= MLA_XKERNEL_HOPPER_WIDE8; k++) {
-        if (k == 5) /* names no kernel: refused below */
-            continue;
         ck_assert_int_eq(mla_config_set_int(cfg, MLA_XPARAM_KERNEL, k), 0);
         ck_assert_int_eq(geti(cfg, MLA_XPARAM_KERNEL), k);
     }
@@ -856,22 +853,16 @@ START_TEST(config_experimental)
         ck_assert_int_eq(mla_config_set_int(cfg, MLA_XPARAM_CPU_THREADS, t), 0);
         ck_assert_int_eq(geti(cfg, MLA_XPARAM_CPU_THREADS), t);
     }
-    ck_assert_int_eq(mla_config_set_int(cfg, MLA_XPARAM_KERNEL, 7), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(mla_config_set_int(cfg, MLA_XPARAM_KERNEL, 6), MLA_STATUS_INVALID_ARGUMENT);
     ck_assert_str_eq(mla_config_last_error(cfg),
-                     "mla_config_set_int: MLA_XPARAM_KERNEL = 7: want MLA_XKERNEL_AUTO (0), "
+                     "mla_config_set_int: MLA_XPARAM_KERNEL = 6: want MLA_XKERNEL_AUTO (0), "
                      "MLA_XKERNEL_PORTABLE (1), MLA_XKERNEL_HOPPER (2), MLA_XKERNEL_HOPPER_WIDE (3), "
-                     "MLA_XKERNEL_HOPPER_NARROW (4) or MLA_XKERNEL_HOPPER_WIDE8 (6)");
-    ck_assert_int_eq(mla_config_set_int(cfg, MLA_XPARAM_KERNEL, 5), MLA_STATUS_INVALID_ARGUMENT);
-    ck_assert_str_eq(mla_config_last_error(cfg),
-                     "mla_config_set_int: MLA_XPARAM_KERNEL = 5: want MLA_XKERNEL_AUTO (0), "
-                     "MLA_XKERNEL_PORTABLE (1), MLA_XKERNEL_HOPPER (2), MLA_XKERNEL_HOPPER_WIDE (3), "
-                     "MLA_XKERNEL_HOPPER_NARROW (4) or MLA_XKERNEL_HOPPER_WIDE8 (6)");
+                     "MLA_XKERNEL_HOPPER_NARROW (4) or MLA_XKERNEL_HOPPER_WIDE8 (5)");
     ck_assert_int_eq(geti(cfg, MLA_XPARAM_KERNEL), MLA_XKERNEL_HOPPER_WIDE8);
-    /* The names, by value; none for 5. */
+    /* The names, by value. */
     static const char *const knames[] = {MLA_XKERNEL_NAMES};
     ck_assert_int_eq(sizeof(knames) / sizeof(knames[0]), MLA_XKERNEL_HOPPER_WIDE8 + 1);
     ck_assert_str_eq(knames[MLA_XKERNEL_HOPPER_NARROW], "hopper-narrow");
-    ck_assert_ptr_null(knames[5]);
     ck_assert_str_eq(knames[MLA_XKERNEL_HOPPER_WIDE8], "hopper-wide8");
     ck_assert_int_eq(mla_config_set_int(cfg, MLA_XPARAM_CPU_THREADS, 257),
                      MLA_STATUS_INVALID_ARGUMENT);

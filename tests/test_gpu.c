@@ -936,7 +936,7 @@ static int64_t kernel_value(const char *name)
     if (!name)
         return MLA_XKERNEL_AUTO;
     for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
-        if (names[i] && strcmp(name, names[i]) == 0)
+        if (strcmp(name, names[i]) == 0)
             return i;
     REQUIRE(0, "unknown kernel name %s", name);
     return MLA_XKERNEL_AUTO;

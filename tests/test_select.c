@@ -228,8 +228,6 @@ START_TEST(grid_invariants)
                                                                       : WIDE8);
                             for (int k = AUTO; k <= WIDE8; k++)
                                 for (size_t hi = 0; hi < sizeof(hints) / sizeof(hints[0]); hi++) {
-                                    if (k == 5) /* names no kernel (refused by the config) */
-                                        continue;
                                     in = shape(d, fmts[f][0], fmts[f][1], heads[h], kvh[kv], q,
                                                pages[p], batches[b], k, hints[hi][0],
                                                hints[hi][1]);

@@ -329,7 +329,7 @@ static void take_option(struct opts *o, int c, const char *arg)
     case O_KERNEL:
         bench_kernel = -1;
         for (int k = 0; k < bench_kernel_count; k++)
-            if (bench_kernel_names[k] && strcmp(arg, bench_kernel_names[k]) == 0)
+            if (strcmp(arg, bench_kernel_names[k]) == 0)
                 bench_kernel = k;
         if (bench_kernel < 0)
             bad_arg("kernel", arg,

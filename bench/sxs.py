@@ -21,6 +21,10 @@ Lengths (--dist): uniform (every request --seq-len); normal (FlashMLA's benchmar
 q_len); mix (one request in 16 of 8 x --seq-len, the others --seq-len / 16: a few long requests among many
 short ones).  Inputs: q and latent rows ~ N(0, 0.1^2) clamped to +-1, pages randomly permuted, page 64.
 
+FlashMLA's sparse FP8 decode is timed beside its BF16 decode for DS_MLA at 64 and 128 heads.  Its headline
+shape (b128 h128 q_len 2, 2048 tokens a query) is `--format ds_mla --heads 128 --batch 128 --q-len 2
+--seq-len 2048`; libmla's q_len 2 is causal, and so are the index lists (query 0 sees one token less).
+
 --kernels adds, per shape, each kernel's mean duration in the decode graph and FlashMLA's (PyTorch's profiler).
 
 --lib may be repeated, as [LABEL=]PATH[@KERNEL], to time several builds (or forced kernels) of libmla against
@@ -239,17 +243,21 @@ class FlashMLA:
                                                softmax_scale=scale, causal=causal)
         return run()[0], run
 
-    def sparse(self, pb, kv):
-        """FlashMLA's sparse FP8 decode over the same DS_MLA bytes, every token of each request as its
-        index list; None where unavailable."""
+    def sparse(self, pb, kv, causal):
+        """FlashMLA's sparse FP8 decode over the same DS_MLA bytes, every token a query sees (all of its
+        request's, causal: but the last q_len - 1 - i for query i) as its index list; None where
+        unavailable."""
         if not self.anchor or not hasattr(self.anchor, "sparse_decode_fwd"):
             return None
         fm, scale = self.anchor, 1 / math.sqrt(576)
         topk = (max(pb.lens_list) + 63) // 64 * 64
         t = torch.arange(topk, device=DEV)
         pg = pb.table.long().gather(1, (t // 64).clamp_max(pb.table.shape[1] - 1).unsqueeze(0).expand(pb.b, -1))
-        idx = torch.where(t.unsqueeze(0) < pb.lens.long().unsqueeze(1), pg * 64 + t % 64, -1)
-        idx = idx.to(torch.int32).unsqueeze(1).contiguous()
+        qi = torch.arange(pb.s_q, device=DEV)
+        vis = (pb.lens.long().unsqueeze(1) - ((pb.s_q - 1 - qi).unsqueeze(0) if causal else 0)).expand(
+            pb.b, pb.s_q)
+        idx = torch.where(t.view(1, 1, -1) < vis.unsqueeze(2), (pg * 64 + t % 64).unsqueeze(1), -1)
+        idx = idx.to(torch.int32).contiguous()  # [b, s_q, topk]
         kv4 = kv.view(pb.num_pages, 64, 1, 656)
         _, _, m0, m1 = fm.sparse_decode_fwd(pb.q, kv4, idx, None, None, None, None, None, None, None, 512, scale)
         return lambda: fm.sparse_decode_fwd(pb.q, kv4, idx, None, None, m0, m1, None, None, None, 512, scale)
@@ -389,8 +397,8 @@ def main():
         split_fm = [] if a.kernels else None
         t_fm = graph_time(repeat(fm_run, a.calls), a.calls, a.reps, split_fm)
         t_sp = None
-        if fmt == "ds_mla" and h in (64, 128) and q == 1:
-            sp = fm.sparse(pb, kv)
+        if fmt == "ds_mla" and h in (64, 128):
+            sp = fm.sparse(pb, kv, causal)
             if sp:
                 t_sp = graph_time(repeat(sp, a.calls), a.calls, a.reps)
         shape = f"| {fmt_name} | {h} | {b} | {q} | {s} | {dist} |"

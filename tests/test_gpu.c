@@ -312,6 +312,12 @@ static void build_cases(void)
             c = add_case(128, 1, 1, M_G128, 64, 0, 7, lens_mix7);
             c->kernel = "hopper-wide8";
         }
+        /* The scheduler's warp path at its 32 requests, its block path at 33. */
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < 32 + k; i++)
+                lens[i] = i % 5 == 2 ? 0 : 1 + rnd_int(400);
+            add_case(16, 1, 1, M_BF16, 64, 0, 32 + k, lens);
+        }
         finish_cases();
         return;
     }
@@ -381,6 +387,17 @@ static void build_cases(void)
         static const int mm[4] = {M_BF16, M_G128, M_DSMLA, M_BF16};
         c = add_case(k % 2 ? 128 : 16, 1, 1 + (k == 3), mm[k], 64, k == 3, 64, lens);
         c->sample = 6;
+    }
+
+    /* The scheduler's warp path (up to 32 requests) and block path on
+     * both sides of the boundary: empty, short and long requests. */
+    for (int k = 0; k < 3; k++) {
+        const int nb = 31 + k;
+        for (int i = 0; i < nb; i++)
+            lens[i] = i % 7 == 3 ? 0 : i % 8 == 0 ? 3000 + rnd_int(3000) : 1 + rnd_int(700);
+        c = add_case(k == 1 ? 128 : 16, 1, 1 + (k == 2), k == 1 ? M_G128 : M_BF16, 64, k == 2, nb,
+                     lens);
+        c->sample = 3;
     }
 
     /* Length 4096 in every format. */
@@ -1454,9 +1471,10 @@ static const char *const oob_names[OOB_KINDS] = {
 
 START_TEST(device_validation)
 {
-    /* Two configs: BF16 with short lengths, FP8 with long ones (splits);
-     * each through mla_decode and through mla_schedule +
-     * mla_decode_scheduled. */
+    /* Three configs: BF16 with short lengths, FP8 with long ones
+     * (splits), BF16 with 40 requests (the scheduler's block path; the
+     * first two take its warp path); each through mla_decode and through
+     * mla_schedule + mla_decode_scheduled. */
     const int scheduled = _i % 2, cfgi = _i / 2 / OOB_KINDS, kind = _i / 2 % OOB_KINDS;
     static struct kcase c;
     struct prob p;
@@ -1468,12 +1486,14 @@ START_TEST(device_validation)
     c.h_kv = 1;
     c.q_len = 2;
     c.causal = 1;
-    c.mode = cfgi == 0 ? M_BF16 : M_G64;
+    c.mode = cfgi == 1 ? M_G64 : M_BF16;
     c.page = cfgi == 0 ? 16 : 64;
-    c.batch = 3;
-    const int32_t base[2][3] = {{10, 50, 90}, {1000, 2000, 5}};
+    c.batch = cfgi == 2 ? 40 : 3;
+    const int32_t base[3][3] = {{10, 50, 90}, {1000, 2000, 5}, {1000, 2000, 5}};
     const int plan_max = cfgi == 0 ? 100 : 2048;
-    memcpy(c.lens, base[cfgi], sizeof(base[cfgi]));
+    memcpy(c.lens, base[cfgi % 3], sizeof(base[0]));
+    for (int b = 3; b < c.batch; b++) /* the bad arguments are requests 0-2's */
+        c.lens[b] = 1 + rnd_int(2000);
     snprintf(c.name, sizeof(c.name), "validation %s %s: %s", modes[c.mode].name,
              scheduled ? "scheduled" : "decode", oob_names[kind]);
     /* Pages per sequence: one more than the plan bound needs, so that a
@@ -1485,8 +1505,8 @@ START_TEST(device_validation)
     size_t ws_bytes = 0;
     devmem_ptr ws = gpu_workspace(plan, &ws_bytes);
 
-    int32_t lens[3];
-    memcpy(lens, p.lens, sizeof(lens));
+    int32_t lens[MAX_BATCH];
+    memcpy(lens, p.lens, (size_t)c.batch * sizeof(int32_t));
     int32_t *bt = halloc((size_t)c.batch * p.mpps * sizeof(int32_t));
     memcpy(bt, p.bt, (size_t)c.batch * p.mpps * sizeof(int32_t));
     int32_t mpps_call = p.mpps;
@@ -1515,7 +1535,7 @@ START_TEST(device_validation)
         memcpy(btc + (size_t)b * mpps_call, bt + (size_t)b * p.mpps,
                (size_t)mpps_call * sizeof(int32_t));
     DM_OK(devmem_htod(p.d_bt, btc, (size_t)c.batch * mpps_call * sizeof(int32_t)));
-    DM_OK(devmem_htod(p.d_lens, lens, sizeof(lens)));
+    DM_OK(devmem_htod(p.d_lens, lens, (size_t)c.batch * sizeof(int32_t)));
     DM_OK(devmem_memset8(p.d_out, 0xff, p.out_elems * 2));
     DM_OK(devmem_memset8(p.d_lse, 0xff, p.lse_elems * 4));
     /* A workspace of garbage: the status word must not need zeroing. */
@@ -1569,7 +1589,7 @@ START_TEST(device_validation)
 
     /* The same workspace then serves a valid call: the status is reset. */
     DM_OK(devmem_htod(p.d_bt, p.bt, (size_t)c.batch * p.mpps * sizeof(int32_t)));
-    DM_OK(devmem_htod(p.d_lens, p.lens, sizeof(lens)));
+    DM_OK(devmem_htod(p.d_lens, p.lens, (size_t)c.batch * sizeof(int32_t)));
     DM_OK(devmem_memset8(p.d_out, 0xff, p.out_elems * 2));
     DM_OK(devmem_memset8(p.d_lse, 0xff, p.lse_elems * 4));
     DM_OK(devmem_sync());
@@ -2019,7 +2039,7 @@ static Suite *gpu_suite(void)
 
     tc = tcase_create("validation");
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, device_validation, 0, g_quick ? 2 * OOB_KINDS : 4 * OOB_KINDS);
+    tcase_add_loop_test(tc, device_validation, 0, g_quick ? 2 * OOB_KINDS : 6 * OOB_KINDS);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("kernel choice");

@@ -11,10 +11,6 @@
 
 #include "hopper_layout.cuh"
 
-#ifndef MLA_NARROW_L2_PREFETCH
-#define MLA_NARROW_L2_PREFETCH 0
-#endif
-
 namespace mla {
 namespace hopper {
 
@@ -47,19 +43,9 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     PipeState st;
     st.init();
     int page = c.t0 < c.t1 ? page_at(p, bt, (c.t0 * (int)kBN) >> pshift) : 0;
-    /* Narrow kernels, one KV head, tiles within a page: the next tile's
-     * rows, contiguous, go to L2 while this one waits for its stage (two
-     * stages of a BF16 tile hold too few bytes in flight for the read
-     * rate; measured against none in doc/performance.md). */
-    const bool pf = MLA_NARROW_L2_PREFETCH && NARROW && p.h_kv == 1 && p.page_size >= (int)kBN;
-    constexpr uint32_t kPfRow = (uint32_t)mla_row_bytes(FMT);
     for (int t = c.t0; t < c.t1; t++) {
         const int row0 = (page << pshift) + ((t * (int)kBN) & pmask);
         const int next = t + 1 < c.t1 ? page_at(p, bt, ((t + 1) * (int)kBN) >> pshift) : 0;
-        if (pf && t + 1 < c.t1) {
-            const int prow = (next << pshift) + (((t + 1) * (int)kBN) & pmask);
-            prefetch_l2((const uint8_t *)p.kv + (int64_t)prow * kPfRow, kBN * kPfRow);
-        }
         pipe.producer_acquire(st);
         const uint32_t bar = pipe.full_bar(st);
         const uint32_t dst = c.stage(st.stage);

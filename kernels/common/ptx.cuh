@@ -121,12 +121,6 @@ MLA_DEV void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes, uint32_t ba
                  : "memory");
 }
 
-/* Brings `bytes` (a multiple of 16) at src (16-byte aligned) into L2. */
-MLA_DEV void prefetch_l2(const void *src, uint32_t bytes)
-{
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
-}
-
 /* 4-byte asynchronous copy (generic proxy), for data whose size or
  * alignment does not suit a bulk copy. */
 MLA_DEV void cp_async_4(uint32_t dst, const void *src)

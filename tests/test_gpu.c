@@ -318,6 +318,12 @@ static void build_cases(void)
                 lens[i] = i % 5 == 2 ? 0 : 1 + rnd_int(400);
             add_case(16, 1, 1, M_BF16, 64, 0, 32 + k, lens);
         }
+        /* The scheduler's warp path at its 32 requests, its block path at 33. */
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < 32 + k; i++)
+                lens[i] = i % 5 == 2 ? 0 : 1 + rnd_int(400);
+            add_case(16, 1, 1, M_BF16, 64, 0, 32 + k, lens);
+        }
         finish_cases();
         return;
     }

@@ -217,9 +217,17 @@ class MlaCall:
 class FlashMLA:
     """FlashMLA's dense BF16 decode (and sparse FP8 decode where the binding has it)."""
 
-    def __init__(self, anchor):
+    def __init__(self, anchor, module=None):
         self.anchor = None
-        if anchor:
+        if module:
+            # The same binding, built earlier by the anchor's build_flashmla() on this machine's PyTorch.
+            import importlib.machinery
+            loader = importlib.machinery.ExtensionFileLoader("flashmla_anchor", module)
+            spec = importlib.util.spec_from_loader("flashmla_anchor", loader)
+            self.anchor = importlib.util.module_from_spec(spec)
+            loader.exec_module(self.anchor)
+            self.name = "FlashMLA (anchor build, prebuilt)"
+        elif anchor:
             spec = importlib.util.spec_from_file_location("sxs_anchor", os.path.join(anchor, "sxs_perf.py"))
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
@@ -336,6 +344,8 @@ def main():
     ap.add_argument("--lib", required=True, action="append",
                     help="libmla.so.1 to time, as [LABEL=]PATH[@KERNEL]; repeat to compare builds in one run")
     ap.add_argument("--flashmla-anchor", help="directory with sxs_perf.py and FlashMLA's sources")
+    ap.add_argument("--flashmla-module", help="the anchor's binding as built before (flashmla_anchor.so under "
+                    "/tmp/flashmla-anchor/build), instead of building it again")
     ap.add_argument("--preset", action="store_true", help="FlashMLA's standard grid and the length mixes")
     ap.add_argument("--format", default="bf16", help="comma list: bf16, e4m3, e4m3/G, ds_mla")
     ap.add_argument("--heads", default="16,128")
@@ -359,7 +369,7 @@ def main():
         cases = [(f, int(h), int(b), int(q), int(s), d) for f in a.format.split(",") for h in a.heads.split(",")
                  for b in a.batch.split(",") for q in a.q_len.split(",") for s in a.seq_len.split(",")
                  for d in a.dist.split(",")]
-    fm = FlashMLA(a.flashmla_anchor)
+    fm = FlashMLA(a.flashmla_anchor, a.flashmla_module)
     libs = []  # (label, Mla, kernel name)
     for i, spec in enumerate(a.lib):
         label, _, rest = spec.rpartition("=") if "=" in spec else (f"lib{i}", "", spec)

@@ -211,6 +211,15 @@ struct mla_append_params {
  * P V over a warpgroup's 256 columns in one m64n256k16 (128 accumulators)
  * does not fit 128. */
 #define MLA_HOPPER_LEAN_THREADS 384
+/* Registers a thread holds at the entry of a kernel of `threads` threads,
+ * one block an SM (the 64 K register file, in units of 8): what ptxas
+ * checks each instruction against, what the setmaxnreg budgets of an
+ * sm_90a block's warpgroups add up to, and what the context requires such
+ * a kernel to have been compiled with. */
+MLA_HD_CONSTEXPR int32_t mla_entry_regs(int32_t threads)
+{
+    return (65536 / threads) & ~7;
+}
 /* 256: the cutting CTA's steps are scans and barriers over its warps;
  * at 512 threads the scheduler took 1.4-1.6 us longer (H200, h128 b1 to
  * b132; 128 threads: as fast at small batches, slower at b132). */

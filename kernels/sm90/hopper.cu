@@ -92,7 +92,7 @@ struct RegsT {
     static constexpr uint32_t kBlock = kThreads<FMT, NARROW>;
     static_assert(kBlock == (kNoCvt ? 3u : 4u) * 128u,
                   "warpgroups: two consumers, the converter, the loader's");
-    static_assert(2 * kConsumer + kCvt + kLoad == (int)kBlock / 128 * entry_regs(kBlock),
+    static_assert(2 * kConsumer + kCvt + kLoad == (int)kBlock / 128 * mla_entry_regs(kBlock),
                   "register budget");
 };
 
@@ -183,7 +183,7 @@ MLA_DEV void decode(const mla_hopper_params &hp)
  * within the block's launch allocation: 3 warpgroups x 168. */
 constexpr int kWide8Consumer = 240, kWide8Load = 24;
 static_assert(MLA_HOPPER_LEAN_THREADS == 3 * 128 &&
-                  2 * kWide8Consumer + kWide8Load == 3 * entry_regs(MLA_HOPPER_LEAN_THREADS),
+                  2 * kWide8Consumer + kWide8Load == 3 * mla_entry_regs(MLA_HOPPER_LEAN_THREADS),
               "register budget: three warpgroups");
 
 /* SCALED: block scales (DS_MLA; E4M3 with scales_per_row > 0).  The two

@@ -83,17 +83,9 @@ constexpr bool kNoConverter = FMT == MLA_FMT_BF16 && !NARROW;
 template <int FMT, bool NARROW>
 constexpr uint32_t kThreads =
     kNoConverter<FMT, NARROW> ? MLA_HOPPER_LEAN_THREADS : MLA_DECODE_THREADS;
-/* Registers a thread holds at the entry of a kernel of `threads` threads
- * (one block an SM: the 64 K register file, in units of 8): what ptxas
- * checks each instruction against, and what the setmaxnreg budgets of a
- * block's warpgroups add up to. */
-constexpr int entry_regs(uint32_t threads)
-{
-    return (int)(65536u / threads) & ~7;
-}
-static_assert(entry_regs(MLA_DECODE_THREADS) == 128 &&
-                  entry_regs(MLA_HOPPER_LEAN_THREADS) == 168,
-              "entry register counts");
+static_assert(mla_entry_regs(MLA_DECODE_THREADS) == 128 &&
+                  mla_entry_regs(MLA_HOPPER_LEAN_THREADS) == 168,
+              "entry register counts (mla_params.h)");
 
 /* An FP8 tile lands row-major in the stage by bulk copies (one with a
  * single KV head, whose rows are contiguous; else one per row),

@@ -68,7 +68,7 @@ struct SeesawConsumer {
     /* No converter: 384 threads, whose entry limit takes the m64n256 P V
      * wgmmas; the consumers load Q themselves. */
     static_assert(kNoConverter<MLA_FMT_BF16, false> &&
-                      entry_regs(kThreads<MLA_FMT_BF16, false>) > 128,
+                      mla_entry_regs(kThreads<MLA_FMT_BF16, false>) > 128,
                   "m64n256 takes more than 128 registers at entry");
     const mla_decode_params &p;
     const Cta &c;

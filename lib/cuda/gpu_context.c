@@ -187,11 +187,11 @@ static mla_status_t need_threads(const struct mla_gpu_kernel *k, const char *kna
 
 /* The sm_90a kernels hand registers from warpgroup to warpgroup with
  * setmaxnreg, budgeted from the whole register file for their one block
- * (kernels/sm90/hopper.cu): compiled with fewer registers a thread, a
- * block's setmaxnreg.inc would wait forever for the rest. */
+ * (kernels/sm90/hopper.cu, mla_entry_regs): compiled with fewer registers
+ * a thread, a block's setmaxnreg.inc would wait forever for the rest. */
 static mla_status_t need_regs(const struct mla_gpu_kernel *k, const char *kname, int threads)
 {
-    const int need = 65536 / threads / 8 * 8;
+    const int need = mla_entry_regs(threads);
     if (k->fn && k->num_regs < need)
         return mla__error(MLA_STATUS_INTERNAL_ERROR,
                              "kernel %s was compiled with %d registers a thread; its register "

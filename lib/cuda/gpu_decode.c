@@ -83,10 +83,13 @@ static int hopper_maps(const struct mla_cuda_api *cu, const struct mla_decode_pa
     const cuuint64_t dims[3] = {(cuuint64_t)MLA_D_QK, (cuuint64_t)p->h_kv, rows};
     const cuuint64_t strides[2] = {rb, rb * (uint64_t)p->h_kv};
     const cuuint32_t box[3] = {64, 1, MLA_HOPPER_BLOCK_N}, estr[3] = {1, 1, 1};
+    /* L2 promotion to 128 bytes, one box row: with 256 a 16-head BF16
+     * decode streamed the cache 7 % slower (h16 b132 s8192 309 against 332
+     * us, doc/performance.md). */
     const CUresult r = cu->p_cuTensorMapEncodeTiled(
         (CUtensorMap *)(void *)&hp->kv_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
         (void *)(uintptr_t)p->kv, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) {
         *err = r;

@@ -24,17 +24,23 @@
  * previous tile's reference unless a score passes it by more than 2^8,
  * and only then do the warps of the warpgroup agree on the tile's column
  * maxima and publish factors.  So the only chain between the warpgroups
- * is each tile's reference after the previous one's: the scores of both
- * tiles of a pair run side by side, and each warpgroup applies every
- * tile's factors in tile order before its P V of that tile, so both
- * halves of O^T and both partial row sums stay in the same units.
+ * is each tile's reference after the previous one's, and a warpgroup
+ * computes its P against its own last reference (that after tile k - 2)
+ * before it waits for tile k - 1's, keeping it when tile k - 1 changed
+ * nothing: the scores and P of both tiles of a pair run side by side, and
+ * each warpgroup applies every tile's factors in tile order before its
+ * P V of that tile, so both halves of O^T and both partial row sums stay
+ * in the same units.
  *
  * Fragments as in the narrow FP8 kernel: QK's A rows are keys 16 w + g
  * and + 8, one 16-byte load a row and chunk gives a thread 4 k-steps
  * (the Q tile holds Q with the same dim permutation); PV's A rows are
  * value dims, thread (w, g) of warpgroup wg holds dims 128 b + 32 w + 4 g
- * .. + 3 of blocks b = 2 wg, 2 wg + 1, one 4-byte load a key and block;
- * the P tile's keys are in that fragment order.  Conversions:
+ * .. + 3 of blocks b = 2 wg, 2 wg + 1, one 4-byte load a key and block,
+ * keys t and t + 8 of a k-step in one k-column pair, t + 4 and t + 12 in
+ * the other; the P tile's keys are in that fragment order, which puts a
+ * thread's two keys of an S^T column side by side (one 32-bit store).
+ * Conversions:
  *  - E4M3 without block scales: K bytes to f16 (one cvt a pair) against
  *    the f16 Q tile (scaled by a power of two); V to bf16 times 2^-120
  *    (three integer instructions a pair), P carrying 2^112 (O^T holds
@@ -419,6 +425,51 @@ struct Wide8Consumer {
             l[i] += (b0 ? h4[i + 2] : h4[i]) + __shfl_xor_sync(0xffffffffu, b0 ? h4[i] : h4[i + 2], 4);
     }
 
+    /* P of the scores s against the reference at rcur (none: every score
+     * masked, no reference yet) into P slot `slot`, one 32-bit store a
+     * column: the thread's keys 16 w + g and + 8 are P's key positions
+     * 16 w + 2 g and + 1 (v_frags puts keys t and t + 8 in one k-column
+     * pair); lt takes the tile's sums. */
+    MLA_DEV void write_p(const float (&s)[8][4], uint32_t rcur, bool none, uint32_t slot,
+                         float (&lt)[16]) const
+    {
+        const float ninf = -__int_as_float(0x7f800000);
+        const float pf = kScaled ? 1.0f : kPFold;
+        const uint32_t pt = pslot(slot);
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const float r = none ? ninf : lds_f32(rcur + 4u * col(j));
+            const float base = r == ninf ? 0.0f : r;
+            const float p0 = ex2(s[j >> 1][j & 1] - base), p1 = ex2(s[j >> 1][(j & 1) + 2] - base);
+            lt[j] = p0 + p1;
+            sts32(p_tile_addr(pt, col(j), 16u * w + 2u * g), pack_bf16x2(p0 * pf, p1 * pf));
+        }
+    }
+
+    /* Whether a score of s passes the reference at r (-inf: any live
+     * score) by more than 2^8, over the warpgroup (its named barrier). */
+    MLA_DEV bool jumps(const float (&s)[8][4], uint32_t r, bool none) const
+    {
+        const float ninf = -__int_as_float(0x7f800000);
+        bool jump = false;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const float ref = none ? ninf : lds_f32(r + 4u * col(j));
+            jump |= fmaxf(s[j >> 1][j & 1], s[j >> 1][(j & 1) + 2]) > ref + ColumnSoftmax::kLazy;
+        }
+        return bar_red_or(kNbWg0 + wg, 128, jump);
+    }
+
+    /* P slot `slot` complete: its changed flag, then the P V may read it. */
+    MLA_DEV void post_p(uint32_t slot, bool changed, const float (&lt)[16])
+    {
+        if (w == 0 && g == 0 && t == 0)
+            sts32(head() + kW8Changed + 4u * slot, changed ? 1u : 0u);
+        fence_proxy_async(); /* P is read by the wgmmas (async proxy) */
+        mbar_arrive(pfull(slot));
+        add_sums(lt);
+    }
+
     /*
      * Tile k of the piece (this warpgroup's), scores in s: scaled and
      * masked, P against the reference after tile k - 1 (published by the
@@ -427,6 +478,13 @@ struct Wide8Consumer {
      * slot.  The row sums take tile k - 1's factors (the other
      * warpgroup's: this one's were taken when it published), then this
      * tile's and its P.
+     *
+     * From the third tile on, P is first computed against this
+     * warpgroup's own reference, that after tile k - 2 (still in its slot),
+     * before the wait for tile k - 1: the reference rarely changes, and
+     * when neither tile k - 1 nor this tile changed it, that P is the
+     * tile's, so the two warpgroups' softmax runs side by side rather than
+     * one after the other.  Otherwise P is computed again as below.
      */
     template <bool SC>
     MLA_DEV void publish(int k, float (&s)[8][4], uint32_t scl)
@@ -456,21 +514,25 @@ struct Wide8Consumer {
         /* The reference after tile k - 1 (-inf before the first tile),
          * read where needed rather than held: registers. */
         const uint32_t rprev = head + kW8Ref + 256u * (slot ^ 1u), rnew = head + kW8Ref + 256u * slot;
-        if (k > 0) {
-            mbar_wait(pfull(slot ^ 1u), (uint32_t)((k - 1) >> 1) & 1u);
-            take_factors(slot ^ 1u);
-        }
-        bool jump = false;
-#pragma unroll
-        for (int j = 0; j < 16; j++) { /* ref -inf: any live score jumps */
-            const float r = k > 0 ? lds_f32(rprev + 4u * col(j)) : ninf;
-            jump |= fmaxf(s[j >> 1][j & 1], s[j >> 1][(j & 1) + 2]) > r + ColumnSoftmax::kLazy;
-        }
-        const bool changed = bar_red_or(kNbWg0 + wg, 128, jump);
         /* The previous P of this slot (tile k - 2) has left both
-         * warpgroups' P V, and with it their reads of its factors. */
+         * warpgroups' P V, and with it their reads of its reference and
+         * factors. */
         if (k >= 2)
             mbar_wait(pfree(slot), (uint32_t)((k >> 1) - 1) & 1u);
+        float lt[16];
+        if (k >= 2 && !jumps(s, rnew, false)) {
+            write_p(s, rnew, false, slot, lt);
+            mbar_wait(pfull(slot ^ 1u), (uint32_t)((k - 1) >> 1) & 1u);
+            if (lds32(head + kW8Changed + 4u * (slot ^ 1u)) == 0u) {
+                post_p(slot, false, lt); /* the reference after k - 2 is k's */
+                return;
+            }
+        } else if (k > 0) {
+            mbar_wait(pfull(slot ^ 1u), (uint32_t)((k - 1) >> 1) & 1u);
+        }
+        if (k > 0)
+            take_factors(slot ^ 1u);
+        const bool changed = jumps(s, rprev, k == 0);
         if (changed) {
             /* The tile's column maxima over the warpgroup; the new
              * reference, the factors for O and the sums. */
@@ -501,40 +563,19 @@ struct Wide8Consumer {
             }
             bar_sync(kNbWg0 + wg, 128); /* the new reference, for every thread */
             scale_sums(slot);
-        } else if (w == 0 && g == 0) {
+        } else {
+            /* The reference after k - 1 is k's: into this slot (every
+             * thread of the warpgroup has read the old one: the barrier of
+             * jumps). */
+            if (w == 0 && g == 0) {
 #pragma unroll
-            for (int j = 0; j < 16; j++)
-                sts32(rnew + 4u * col(j),
-                      __float_as_uint(k > 0 ? lds_f32(rprev + 4u * col(j)) : ninf));
-        }
-        const uint32_t rcur = changed ? rnew : rprev;
-        const bool none = !changed && k == 0; /* no reference yet: every score masked */
-        const float pf = SC ? 1.0f : kPFold;
-        const uint32_t pt = pslot(slot);
-        float lt[16];
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-            lt[j] = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const float r = none ? ninf : lds_f32(rcur + 4u * col(j));
-            const float base = r == ninf ? 0.0f : r;
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const float pr = ex2(s[j >> 1][(j & 1) + 2 * h] - base);
-                lt[j] += pr;
-                /* the key's place in the PV fragments' order */
-                const uint32_t key = 16u * w + g + 8u * (uint32_t)h;
-                const uint32_t kk = key & 15u, i = kk >> 2;
-                const uint32_t pos = (key & ~15u) + 2u * (kk & 3u) + (i < 2u ? i : i + 6u);
-                sts16(p_tile_addr(pt, col(j), pos), (uint16_t)(pack_bf16x2(pr * pf, 0.0f) & 0xffffu));
+                for (int j = 0; j < 16; j++)
+                    sts32(rnew + 4u * col(j),
+                          __float_as_uint(k > 0 ? lds_f32(rprev + 4u * col(j)) : ninf));
             }
         }
-        if (w == 0 && g == 0 && t == 0)
-            sts32(head + kW8Changed + 4u * slot, changed ? 1u : 0u);
-        fence_proxy_async(); /* P is read by the wgmmas (async proxy) */
-        mbar_arrive(pfull(slot));
-        add_sums(lt);
+        write_p(s, changed ? rnew : rprev, !changed && k == 0, slot, lt);
+        post_p(slot, changed, lt);
     }
 
     /* ---- O^T += V^T P^T ---- */
@@ -590,16 +631,18 @@ struct Wide8Consumer {
             const uint32_t w2 = y ? r.y[2] : r.x[2], w3 = y ? r.y[3] : r.x[3];
             const float s0 = y ? r.sy[0] : r.sx[0], s1 = y ? r.sy[1] : r.sx[1];
             const float s2 = y ? r.sy[2] : r.sx[2], s3 = y ? r.sy[3] : r.sx[3];
+            /* k columns 2 t, 2 t + 1: keys t, t + 8; 2 t + 8, 2 t + 9:
+             * keys t + 4, t + 12 (P's key order, publish) */
             if (mm & 1) {
-                a[mm][0] = v_pair<SC, 2, 6>(w0, w1, s0, s1);
-                a[mm][1] = v_pair<SC, 3, 7>(w0, w1, s0, s1);
-                a[mm][2] = v_pair<SC, 2, 6>(w2, w3, s2, s3);
-                a[mm][3] = v_pair<SC, 3, 7>(w2, w3, s2, s3);
+                a[mm][0] = v_pair<SC, 2, 6>(w0, w2, s0, s2);
+                a[mm][1] = v_pair<SC, 3, 7>(w0, w2, s0, s2);
+                a[mm][2] = v_pair<SC, 2, 6>(w1, w3, s1, s3);
+                a[mm][3] = v_pair<SC, 3, 7>(w1, w3, s1, s3);
             } else {
-                a[mm][0] = v_pair<SC, 0, 4>(w0, w1, s0, s1);
-                a[mm][1] = v_pair<SC, 1, 5>(w0, w1, s0, s1);
-                a[mm][2] = v_pair<SC, 0, 4>(w2, w3, s2, s3);
-                a[mm][3] = v_pair<SC, 1, 5>(w2, w3, s2, s3);
+                a[mm][0] = v_pair<SC, 0, 4>(w0, w2, s0, s2);
+                a[mm][1] = v_pair<SC, 1, 5>(w0, w2, s0, s2);
+                a[mm][2] = v_pair<SC, 0, 4>(w1, w3, s1, s3);
+                a[mm][3] = v_pair<SC, 1, 5>(w1, w3, s1, s3);
             }
         }
     }

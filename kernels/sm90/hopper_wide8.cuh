@@ -425,12 +425,27 @@ struct Wide8Consumer {
             l[i] += (b0 ? h4[i + 2] : h4[i]) + __shfl_xor_sync(0xffffffffu, b0 ? h4[i] : h4[i + 2], 4);
     }
 
-    /* P of the scores s against the reference at rcur (none: every score
-     * masked, no reference yet) into P slot `slot`, one 32-bit store a
-     * column: the thread's keys 16 w + g and + 8 are P's key positions
-     * 16 w + 2 g and + 1 (v_frags puts keys t and t + 8 in one k-column
-     * pair); lt takes the tile's sums. */
-    MLA_DEV void write_p(const float (&s)[8][4], uint32_t rcur, bool none, uint32_t slot,
+    /* The reference at r for this thread's 16 columns (none: -inf, no
+     * reference yet), all loaded before P's stores: ptxas does not move a
+     * shared load above a store it cannot tell apart from it (the P tile's
+     * addresses are swizzled), so loads between the stores would make P a
+     * chain of load, exp2, store a column. */
+    MLA_DEV void load_ref(uint32_t r, bool none, float (&ref)[16]) const
+    {
+        const float ninf = -__int_as_float(0x7f800000);
+#pragma unroll
+        for (int j = 0; j < 16; j += 2) {
+            const uint2 v = lds64(r + 4u * col(j)); /* columns col(j), col(j) + 1 */
+            ref[j] = none ? ninf : __uint_as_float(v.x);
+            ref[j + 1] = none ? ninf : __uint_as_float(v.y);
+        }
+    }
+
+    /* P of the scores s against the reference ref into P slot `slot`,
+     * one 32-bit store a column: the thread's keys 16 w + g and + 8 are
+     * P's key positions 16 w + 2 g and + 1 (v_frags puts keys t and t + 8
+     * in one k-column pair); lt takes the tile's sums. */
+    MLA_DEV void write_p(const float (&s)[8][4], const float (&ref)[16], uint32_t slot,
                          float (&lt)[16]) const
     {
         const float ninf = -__int_as_float(0x7f800000);
@@ -438,25 +453,21 @@ struct Wide8Consumer {
         const uint32_t pt = pslot(slot);
 #pragma unroll
         for (int j = 0; j < 16; j++) {
-            const float r = none ? ninf : lds_f32(rcur + 4u * col(j));
-            const float base = r == ninf ? 0.0f : r;
+            const float base = ref[j] == ninf ? 0.0f : ref[j];
             const float p0 = ex2(s[j >> 1][j & 1] - base), p1 = ex2(s[j >> 1][(j & 1) + 2] - base);
             lt[j] = p0 + p1;
             sts32(p_tile_addr(pt, col(j), 16u * w + 2u * g), pack_bf16x2(p0 * pf, p1 * pf));
         }
     }
 
-    /* Whether a score of s passes the reference at r (-inf: any live
+    /* Whether a score of s passes the reference ref (-inf: any live
      * score) by more than 2^8, over the warpgroup (its named barrier). */
-    MLA_DEV bool jumps(const float (&s)[8][4], uint32_t r, bool none) const
+    MLA_DEV bool jumps(const float (&s)[8][4], const float (&ref)[16]) const
     {
-        const float ninf = -__int_as_float(0x7f800000);
         bool jump = false;
 #pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const float ref = none ? ninf : lds_f32(r + 4u * col(j));
-            jump |= fmaxf(s[j >> 1][j & 1], s[j >> 1][(j & 1) + 2]) > ref + ColumnSoftmax::kLazy;
-        }
+        for (int j = 0; j < 16; j++)
+            jump |= fmaxf(s[j >> 1][j & 1], s[j >> 1][(j & 1) + 2]) > ref[j] + ColumnSoftmax::kLazy;
         return bar_red_or(kNbWg0 + wg, 128, jump);
     }
 
@@ -511,17 +522,19 @@ struct Wide8Consumer {
                 v = key0 + 8 * h < lim ? v * smul * kf[h] : ninf;
             }
         }
-        /* The reference after tile k - 1 (-inf before the first tile),
-         * read where needed rather than held: registers. */
+        /* The references after tile k - 1 (the other warpgroup's slot;
+         * -inf before the first tile) and k (this one's). */
         const uint32_t rprev = head + kW8Ref + 256u * (slot ^ 1u), rnew = head + kW8Ref + 256u * slot;
         /* The previous P of this slot (tile k - 2) has left both
          * warpgroups' P V, and with it their reads of its reference and
          * factors. */
         if (k >= 2)
             mbar_wait(pfree(slot), (uint32_t)((k >> 1) - 1) & 1u);
-        float lt[16];
-        if (k >= 2 && !jumps(s, rnew, false)) {
-            write_p(s, rnew, false, slot, lt);
+        float lt[16], ref[16];
+        if (k >= 2)
+            load_ref(rnew, false, ref);
+        if (k >= 2 && !jumps(s, ref)) {
+            write_p(s, ref, slot, lt);
             mbar_wait(pfull(slot ^ 1u), (uint32_t)((k - 1) >> 1) & 1u);
             if (lds32(head + kW8Changed + 4u * (slot ^ 1u)) == 0u) {
                 post_p(slot, false, lt); /* the reference after k - 2 is k's */
@@ -532,7 +545,8 @@ struct Wide8Consumer {
         }
         if (k > 0)
             take_factors(slot ^ 1u);
-        const bool changed = jumps(s, rprev, k == 0);
+        load_ref(rprev, k == 0, ref);
+        const bool changed = jumps(s, ref);
         if (changed) {
             /* The tile's column maxima over the warpgroup; the new
              * reference, the factors for O and the sums. */
@@ -553,15 +567,15 @@ struct Wide8Consumer {
 #pragma unroll
                 for (uint32_t x = 1; x < 4; x++)
                     m = fmaxf(m, lds_f32(cx + 256u * x + 4u * col(j)));
-                const float r = k > 0 ? lds_f32(rprev + 4u * col(j)) : ninf;
-                const float nr = fmaxf(r, m);
-                const float alpha = r == ninf ? 0.0f : ex2(r - nr);
+                const float nr = fmaxf(ref[j], m);
+                const float alpha = ref[j] == ninf ? 0.0f : ex2(ref[j] - nr);
+                ref[j] = nr;
                 if (w == 0 && g == 0) {
                     sts32(rnew + 4u * col(j), __float_as_uint(nr));
                     sts32(head + kW8Alpha + 256u * slot + 4u * col(j), __float_as_uint(alpha));
                 }
             }
-            bar_sync(kNbWg0 + wg, 128); /* the new reference, for every thread */
+            bar_sync(kNbWg0 + wg, 128); /* the factors, for every thread */
             scale_sums(slot);
         } else {
             /* The reference after k - 1 is k's: into this slot (every
@@ -570,11 +584,10 @@ struct Wide8Consumer {
             if (w == 0 && g == 0) {
 #pragma unroll
                 for (int j = 0; j < 16; j++)
-                    sts32(rnew + 4u * col(j),
-                          __float_as_uint(k > 0 ? lds_f32(rprev + 4u * col(j)) : ninf));
+                    sts32(rnew + 4u * col(j), __float_as_uint(ref[j]));
             }
         }
-        write_p(s, changed ? rnew : rprev, !changed && k == 0, slot, lt);
+        write_p(s, ref, slot, lt);
         post_p(slot, changed, lt);
     }
 

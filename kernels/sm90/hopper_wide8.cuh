@@ -435,7 +435,7 @@ struct Wide8Consumer {
         const float ninf = -__int_as_float(0x7f800000);
 #pragma unroll
         for (int j = 0; j < 16; j += 2) {
-            const uint2 v = lds64(r + 4u * col(j)); /* columns col(j), col(j) + 1 */
+            const uint2 v = none ? make_uint2(0u, 0u) : lds64(r + 4u * col(j)); /* col(j), + 1 */
             ref[j] = none ? ninf : __uint_as_float(v.x);
             ref[j + 1] = none ? ninf : __uint_as_float(v.y);
         }
@@ -494,8 +494,9 @@ struct Wide8Consumer {
      * warpgroup's own reference, that after tile k - 2 (still in its slot),
      * before the wait for tile k - 1: the reference rarely changes, and
      * when neither tile k - 1 nor this tile changed it, that P is the
-     * tile's, so the two warpgroups' softmax runs side by side rather than
-     * one after the other.  Otherwise P is computed again as below.
+     * tile's and the slot already holds the tile's reference, so the two
+     * warpgroups' softmax runs side by side rather than one after the
+     * other.  Otherwise P is computed again against tile k - 1's.
      */
     template <bool SC>
     MLA_DEV void publish(int k, float (&s)[8][4], uint32_t scl)
@@ -524,29 +525,41 @@ struct Wide8Consumer {
         }
         /* The references after tile k - 1 (the other warpgroup's slot;
          * -inf before the first tile) and k (this one's). */
-        const uint32_t rprev = head + kW8Ref + 256u * (slot ^ 1u), rnew = head + kW8Ref + 256u * slot;
-        /* The previous P of this slot (tile k - 2) has left both
-         * warpgroups' P V, and with it their reads of its reference and
-         * factors. */
+        const uint32_t rprev = head + kW8Ref + 256u * (slot ^ 1u), rown = head + kW8Ref + 256u * slot;
+        /* This slot's P (tile k - 2) has left both warpgroups' P V.  (The
+         * other warpgroup's reads of this slot's reference and factors, in
+         * its publish of tile k - 1, come before its arrival on
+         * pfull(slot ^ 1), which this warpgroup waits for before it writes
+         * them.) */
         if (k >= 2)
             mbar_wait(pfree(slot), (uint32_t)((k >> 1) - 1) & 1u);
         float lt[16], ref[16];
-        if (k >= 2)
-            load_ref(rnew, false, ref);
-        if (k >= 2 && !jumps(s, ref)) {
-            write_p(s, ref, slot, lt);
-            mbar_wait(pfull(slot ^ 1u), (uint32_t)((k - 1) >> 1) & 1u);
-            if (lds32(head + kW8Changed + 4u * (slot ^ 1u)) == 0u) {
-                post_p(slot, false, lt); /* the reference after k - 2 is k's */
-                return;
-            }
-        } else if (k > 0) {
-            mbar_wait(pfull(slot ^ 1u), (uint32_t)((k - 1) >> 1) & 1u);
+        bool changed = false, tested = false;
+        if (k >= 2) { /* against this slot's reference: that after tile k - 2 */
+            load_ref(rown, false, ref);
+            changed = jumps(s, ref);
+            if (!changed)
+                write_p(s, ref, slot, lt);
         }
-        if (k > 0)
-            take_factors(slot ^ 1u);
-        load_ref(rprev, k == 0, ref);
-        const bool changed = jumps(s, ref);
+        if (k > 0) {
+            mbar_wait(pfull(slot ^ 1u), (uint32_t)((k - 1) >> 1) & 1u);
+            if (lds32(head + kW8Changed + 4u * (slot ^ 1u)) != 0u) {
+                scale_sums(slot ^ 1u); /* tile k - 1's factors */
+            } else if (k >= 2) {
+                /* the reference after k - 1 is that after k - 2: the test
+                 * above stands, and without a jump so does P (this slot
+                 * already holds the reference) */
+                if (!changed) {
+                    post_p(slot, false, lt);
+                    return;
+                }
+                tested = true;
+            }
+        }
+        if (!tested) {
+            load_ref(rprev, k == 0, ref);
+            changed = jumps(s, ref);
+        }
         if (changed) {
             /* The tile's column maxima over the warpgroup; the new
              * reference, the factors for O and the sums. */
@@ -571,20 +584,20 @@ struct Wide8Consumer {
                 const float alpha = ref[j] == ninf ? 0.0f : ex2(ref[j] - nr);
                 ref[j] = nr;
                 if (w == 0 && g == 0) {
-                    sts32(rnew + 4u * col(j), __float_as_uint(nr));
+                    sts32(rown + 4u * col(j), __float_as_uint(nr));
                     sts32(head + kW8Alpha + 256u * slot + 4u * col(j), __float_as_uint(alpha));
                 }
             }
             bar_sync(kNbWg0 + wg, 128); /* the factors, for every thread */
             scale_sums(slot);
         } else {
-            /* The reference after k - 1 is k's: into this slot (every
-             * thread of the warpgroup has read the old one: the barrier of
-             * jumps). */
+            /* The reference after k - 1 is k's: into this slot (this
+             * warpgroup read the old one before the barrier of jumps, the
+             * other before its arrival on pfull for tile k - 1). */
             if (w == 0 && g == 0) {
 #pragma unroll
                 for (int j = 0; j < 16; j++)
-                    sts32(rnew + 4u * col(j), __float_as_uint(ref[j]));
+                    sts32(rown + 4u * col(j), __float_as_uint(ref[j]));
             }
         }
         write_p(s, ref, slot, lt);
@@ -727,6 +740,7 @@ struct Wide8Consumer {
     template <bool SC>
     MLA_DEV void tiles()
     {
+        static_assert(SC == kScaled, "write_p and finish take kScaled");
         const Pipe pipe = this->pipe();
         const int n = c.t1 - c.t0;
         PipeState st; /* tile k0 of the pair */

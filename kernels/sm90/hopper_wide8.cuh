@@ -534,32 +534,25 @@ struct Wide8Consumer {
         if (k >= 2)
             mbar_wait(pfree(slot), (uint32_t)((k >> 1) - 1) & 1u);
         float lt[16], ref[16];
-        bool changed = false, tested = false;
         if (k >= 2) { /* against this slot's reference: that after tile k - 2 */
             load_ref(rown, false, ref);
-            changed = jumps(s, ref);
-            if (!changed)
+            if (!jumps(s, ref)) {
                 write_p(s, ref, slot, lt);
-        }
-        if (k > 0) {
-            mbar_wait(pfull(slot ^ 1u), (uint32_t)((k - 1) >> 1) & 1u);
-            if (lds32(head + kW8Changed + 4u * (slot ^ 1u)) != 0u) {
-                scale_sums(slot ^ 1u); /* tile k - 1's factors */
-            } else if (k >= 2) {
-                /* the reference after k - 1 is that after k - 2: the test
-                 * above stands, and without a jump so does P (this slot
-                 * already holds the reference) */
-                if (!changed) {
+                mbar_wait(pfull(slot ^ 1u), (uint32_t)((k - 1) >> 1) & 1u);
+                /* tile k - 1 kept the reference: so does this tile, whose P
+                 * stands (the slot already holds the reference) */
+                if (lds32(head + kW8Changed + 4u * (slot ^ 1u)) == 0u) {
                     post_p(slot, false, lt);
                     return;
                 }
-                tested = true;
             }
         }
-        if (!tested) {
-            load_ref(rprev, k == 0, ref);
-            changed = jumps(s, ref);
+        if (k > 0) {
+            mbar_wait(pfull(slot ^ 1u), (uint32_t)((k - 1) >> 1) & 1u);
+            take_factors(slot ^ 1u);
         }
+        load_ref(rprev, k == 0, ref);
+        const bool changed = jumps(s, ref);
         if (changed) {
             /* The tile's column maxima over the warpgroup; the new
              * reference, the factors for O and the sums. */

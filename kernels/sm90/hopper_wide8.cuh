@@ -523,8 +523,10 @@ struct Wide8Consumer {
                 v = key0 + 8 * h < lim ? v * smul * kf[h] : ninf;
             }
         }
-        /* The references after tile k - 1 (the other warpgroup's slot;
-         * -inf before the first tile) and k (this one's). */
+        /* rprev: the other warpgroup's slot, the reference after tile
+         * k - 1 once it is published (-inf before the first tile); rown:
+         * this one's, the reference after tile k - 2 until this tile's is
+         * written. */
         const uint32_t rprev = head + kW8Ref + 256u * (slot ^ 1u), rown = head + kW8Ref + 256u * slot;
         /* This slot's P (tile k - 2) has left both warpgroups' P V.  (The
          * other warpgroup's reads of this slot's reference and factors, in

@@ -7,7 +7,9 @@
 libmla is loaded through its public C API (ctypes) on the CUDA primary context PyTorch uses.  FlashMLA comes
 from its Python package (`flash_mla`: get_mla_metadata + flash_mla_with_kvcache), or, with --flashmla-anchor DIR,
 from a directory holding sxs_perf.py and FlashMLA's sources (its build_flashmla() compiles a two-function
-binding, dense_decode_fwd and sparse_decode_fwd, and caches it under /tmp).  Needs PyTorch with CUDA.
+binding, dense_decode_fwd and sparse_decode_fwd, and caches it under /tmp), or, with --flashmla-module FILE,
+from that binding as built before (flashmla_anchor.so under /tmp/flashmla-anchor/build, on the same PyTorch).
+Needs PyTorch with CUDA.
 
 Method (doc/performance.md): per shape, one CUDA graph of --calls back-to-back calls replayed --reps times; the
 per-call time is the median replay over --calls.  FlashMLA's scheduler metadata is computed once per shape and
@@ -343,8 +345,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", required=True, action="append",
                     help="libmla.so.1 to time, as [LABEL=]PATH[@KERNEL]; repeat to compare builds in one run")
-    ap.add_argument("--flashmla-anchor", help="directory with sxs_perf.py and FlashMLA's sources")
-    ap.add_argument("--flashmla-module", help="the anchor's binding as built before (flashmla_anchor.so under "
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--flashmla-anchor", help="directory with sxs_perf.py and FlashMLA's sources")
+    src.add_argument("--flashmla-module", help="the anchor's binding as built before (flashmla_anchor.so under "
                     "/tmp/flashmla-anchor/build), instead of building it again")
     ap.add_argument("--preset", action="store_true", help="FlashMLA's standard grid and the length mixes")
     ap.add_argument("--format", default="bf16", help="comma list: bf16, e4m3, e4m3/G, ds_mla")

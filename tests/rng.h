@@ -1,5 +1,6 @@
 /* rng.h - the reproducible random stream shared by the test programs
  * (splitmix64; every test restarts it from the seed and its own salt).
+ * The seed and the state are defined once per program, in rng.c.
  * SPDX-License-Identifier: MIT */
 #ifndef MLA_TESTS_RNG_H
 #define MLA_TESTS_RNG_H
@@ -7,7 +8,7 @@
 #include <math.h>
 #include <stdint.h>
 
-static uint64_t g_seed, g_rng;
+extern uint64_t g_seed, g_rng;
 
 static inline uint64_t rnd_u64(void)
 {

@@ -43,7 +43,7 @@ struct OutTarget {
      * A split piece's rows leave that to mla_combine. */
     MLA_DEV bool sees_keys(const mla_decode_params &p, int qi) const
     {
-        return final_out && (p.causal ? len - p.q_len + 1 + qi : len) > 0;
+        return final_out && mla_visible_keys(p.causal, p.q_len, len, qi) > 0;
     }
 
     /* Row index into out ([b][qi][h]) or the partials ([slot][qi][h]) of

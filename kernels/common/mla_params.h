@@ -273,6 +273,16 @@ MLA_HD int32_t mla_scale_mode(int32_t fmt, int32_t scales_per_row)
                                           : MLA_SCALES_32;
 }
 
+/* Keys visible to query token qi (0 .. q_len - 1) of a request of len
+ * keys: all of them, or with the causal mask (bottom-right aligned) the
+ * first len - q_len + 1 + qi, at least 0.  The one statement of the mask
+ * for the CPU backend, the decode kernels and mla_combine. */
+MLA_HD int32_t mla_visible_keys(int32_t causal, int32_t q_len, int32_t len, int32_t qi)
+{
+    const int64_t v = causal && q_len > 1 ? (int64_t)len - q_len + 1 + qi : (int64_t)len;
+    return v < 0 ? 0 : (int32_t)v;
+}
+
 /* Dynamic shared memory of a decode kernel.  FP8 rows are staged inside
  * the stage's own BF16 rows and converted in place, and E4M3 block scales
  * ride in the same rows (kernels/common/convert.cuh), so the size is the same

@@ -182,8 +182,7 @@ MLA_DEV int row_limit(const mla_decode_params &p, const CtaWork &w, int r)
     const int row = w.m_base + r;
     if (row >= p.rows)
         return 0;
-    const int qi = row / p.heads_per_kv;
-    return p.causal ? w.len - p.q_len + 1 + qi : w.len;
+    return mla_visible_keys(p.causal, p.q_len, w.len, row / p.heads_per_kv);
 }
 
 /* Key limits of the two rows (row0 and row0 + 8 of the M tile) a thread

@@ -57,7 +57,7 @@ MLA_DEV void combine_row(const mla_decode_params &p, const uint8_t *ws, int b, i
          * the row none; where it saw keys, all their scores were -inf,
          * and the row is NaN (mla.h). */
         const int len = ((const int32_t *)(ws + p.ws_lens))[b];
-        const bool sees = ns != 0 && (p.causal ? len - p.q_len + 1 + qi : len) > 0;
+        const bool sees = ns != 0 && mla_visible_keys(p.causal, p.q_len, len, qi) > 0;
         *o4 = sees ? make_uint2(0x7fc07fc0u, 0x7fc07fc0u) : make_uint2(0u, 0u);
         if (lse && lane == 0 && cb == 0)
             lse[lse_i] = __int_as_float(sees ? 0x7fffffff : 0x7f800000);

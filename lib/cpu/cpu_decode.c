@@ -135,16 +135,6 @@ static void dequant_row(const struct job *j, const int32_t *bt, int32_t t, int32
     }
 }
 
-/* Keys visible to query token i of n: bottom-right aligned causal mask. */
-static int32_t visible_keys(const struct job *j, int32_t len, int32_t i)
-{
-    int64_t v;
-    if (!j->causal || j->q_len <= 1)
-        return len;
-    v = (int64_t)len - j->q_len + 1 + i;
-    return v < 0 ? 0 : (int32_t)v;
-}
-
 /* One work item: request b, KV head k, all its query heads and tokens.
  * Packed row r = i * hpk + hh is query token i of query head k*hpk + hh. */
 static void run_item(const struct job *j, struct scratch *sc, int32_t b, int32_t k)
@@ -173,7 +163,8 @@ static void run_item(const struct job *j, struct scratch *sc, int32_t b, int32_t
 
         for (r = 0; r < rows; r++) {
             int32_t i = r / j->hpk, h = k * j->hpk + r % j->hpk;
-            int32_t vis = visible_keys(j, len, i) - t0; /* keys of this chunk it sees */
+            /* keys of this chunk it sees */
+            int32_t vis = mla_visible_keys(j->causal, j->q_len, len, i) - t0;
             const uint16_t *qs = q + (((int64_t)b * j->q_len + i) * j->h_q + h) * MLA_D_QK;
             double *acc = sc->acc + (size_t)r * MLA_D_V;
             double mnew;
@@ -240,7 +231,7 @@ static void run_item(const struct job *j, struct scratch *sc, int32_t b, int32_t
         const double *acc = sc->acc + (size_t)r * MLA_D_V;
         double lse;
         /* "No visible key" comes from the mask alone; a NaN sum is not it. */
-        if (visible_keys(j, len, i) == 0) {
+        if (mla_visible_keys(j->causal, j->q_len, len, i) == 0) {
             for (d = 0; d < MLA_D_V; d++)
                 o[d] = 0;
             lse = INFINITY;

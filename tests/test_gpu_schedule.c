@@ -1,0 +1,221 @@
+/* test_gpu_schedule.c - decodes that outlive their call: CUDA graphs
+ * captured once and replayed with other lengths, and mla_decode_scheduled
+ * on a workspace without a matching schedule.
+ * SPDX-License-Identifier: MIT */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../tools/devmem.h"
+#include "gpu_harness.h"
+#include "mla.h"
+#include "rng.h"
+
+/* ------------------------------------------------------------------ */
+/* CUDA graphs: capture once, replay with other lengths */
+
+START_TEST(graph_replay)
+{
+    static struct kcase c;
+    struct prob p;
+    static const int32_t lens1[4] = {5, 140, 0, 300};
+    static const int32_t lens2[4] = {300, 17, 64, 0};
+    static const int32_t fill[4] = {300, 300, 300, 300};
+    watchdog("graph_replay", _i);
+    arena_reset();
+    rnd_start(3000 + (uint64_t)_i);
+    memset(&c, 0, sizeof(c));
+    c.h_q = 16;
+    c.h_kv = 1;
+    c.q_len = 2;
+    c.causal = 1;
+    const int scheduled = _i >= 4; /* mla_schedule + two mla_decode_scheduled */
+    c.mode = _i % 2 == 0 ? M_BF16 : M_G64;
+    c.page = _i % 4 < 2 ? 16 : 64; /* 64: the sm_90a kernel where there is one */
+    c.batch = 4;
+    memcpy(c.lens, lens1, sizeof(lens1));
+    snprintf(c.name, sizeof(c.name), "graph %s P%d %s", modes[c.mode].name, c.page,
+             scheduled ? "scheduled" : "decode");
+    build_problem(&p, &c, fill, 0);
+    if (_i % 4 >= 2 && g_hopper)
+        c.kernel = "hopper";
+    mla_plan_t *plan = gpu_plan(&p, 300);
+    REQUIRE(plan, "plan");
+    size_t ws_bytes = 0;
+    devmem_ptr ws = gpu_workspace(plan, &ws_bytes);
+
+    devmem_graph graph = NULL;
+    devmem_graph_exec exec = NULL;
+    DM_OK(devmem_capture_begin(g_stream, DEVMEM_CAPTURE_THREAD_LOCAL));
+    mla_status_t st;
+    if (scheduled) {
+        st = mla_schedule(plan, p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens), DPTR(ws),
+                          ws_bytes, g_stream);
+        for (int layer = 0; layer < 2 && st == MLA_STATUS_SUCCESS; layer++)
+            st = mla_decode_scheduled(plan, DPTR(p.d_q), DPTR(p.d_kv),
+                                      p.spr ? DPTR(p.d_sc) : NULL, p.num_pages, DPTR(p.d_bt),
+                                      p.mpps, DPTR(p.d_out), DPTR(p.d_lse), DPTR(ws), ws_bytes,
+                                      g_stream);
+    } else {
+        st = mla_decode(plan, DPTR(p.d_q), DPTR(p.d_kv), p.spr ? DPTR(p.d_sc) : NULL,
+                        p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens), DPTR(p.d_out),
+                        DPTR(p.d_lse), DPTR(ws), ws_bytes, g_stream);
+    }
+    int end_rc = devmem_capture_end(g_stream, &graph);
+    REQUIRE(st == MLA_STATUS_SUCCESS, "decode under capture -> %s: %s",
+            mla_status_string(st), mla_context_last_error(g_gpu));
+    REQUIRE(end_rc == 0, "cuStreamEndCapture: %s", devmem_last_error());
+    DM_OK(devmem_graph_instantiate(&exec, graph));
+
+    long fails = 0;
+    uint16_t *gout = halloc(p.out_elems * 2);
+    float *glse = halloc(p.lse_elems * 4);
+    for (int rep = 0; rep < 3; rep++) {
+        const int32_t *lens = rep == 1 ? lens2 : lens1;
+        DM_OK(devmem_htod_async(p.d_lens, lens, sizeof(lens1), g_stream));
+        DM_OK(devmem_memset8_async(p.d_out, 0xff, p.out_elems * 2, g_stream));
+        DM_OK(devmem_memset8_async(p.d_lse, 0xff, p.lse_elems * 4, g_stream));
+        DM_OK(devmem_graph_launch(exec, g_stream));
+        DM_OK(devmem_stream_sync(g_stream));
+        mla_status_t dst = MLA_STATUS_INTERNAL_ERROR;
+        ST_OK(g_gpu, mla_workspace_status(plan, DPTR(ws), &dst));
+        REQUIRE(dst == MLA_STATUS_SUCCESS, "replay %d: device status %s", rep,
+                mla_status_string(dst));
+        DM_OK(devmem_dtoh(gout, p.d_out, p.out_elems * 2));
+        DM_OK(devmem_dtoh(glse, p.d_lse, p.lse_elems * 4));
+        char label[160];
+        snprintf(label, sizeof(label), "%s replay %d (lengths %s)", c.name, rep,
+                 rep == 1 ? "300,17,64,0" : "5,140,0,300");
+        fails += check_against_cpu(&p, lens, 300, gout, glse, label);
+    }
+    DM_OK(devmem_graph_exec_destroy(exec));
+    DM_OK(devmem_graph_destroy(graph));
+    arena_reset();
+    REQUIRE(fails == 0, "graph replay: %ld mismatches", fails);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* mla_decode_scheduled without a matching schedule */
+
+/* Whether the output and LSE were written since poison_outputs(). */
+static int outputs_untouched(const struct prob *p)
+{
+    uint16_t *o = halloc(p->out_elems * 2);
+    float *l = halloc(p->lse_elems * 4);
+    DM_OK(devmem_dtoh(o, p->d_out, p->out_elems * 2));
+    DM_OK(devmem_dtoh(l, p->d_lse, p->lse_elems * 4));
+    return all_ff(o, p->out_elems * 2) && all_ff(l, p->lse_elems * 4);
+}
+
+static void poison_outputs(const struct prob *p)
+{
+    DM_OK(devmem_memset8(p->d_out, 0xff, p->out_elems * 2));
+    DM_OK(devmem_memset8(p->d_lse, 0xff, p->lse_elems * 4));
+    DM_OK(devmem_sync());
+}
+
+static mla_status_t decode_on(mla_plan_t *plan, const struct prob *p, devmem_ptr bt,
+                              devmem_ptr ws, size_t ws_bytes)
+{
+    return mla_decode_scheduled(plan, DPTR(p->d_q), DPTR(p->d_kv), p->spr ? DPTR(p->d_sc) : NULL,
+                                p->num_pages, DPTR(bt), p->mpps, DPTR(p->d_out),
+                                DPTR(p->d_lse), DPTR(ws), ws_bytes, g_stream);
+}
+
+/* A workspace of garbage (no schedule at all: nothing runs and
+ * mla_workspace_status refuses it), a schedule made for another block
+ * table (nothing runs, recorded as INVALID_ARGUMENT), another plan of the
+ * same layout (shares the schedule, same bits) and a plan of another
+ * layout (nothing runs); BF16 narrow, E4M3 wide (hopper-wide8). */
+START_TEST(schedule_misuse)
+{
+    static struct kcase c;
+    struct prob p;
+    static const int32_t lens[4] = {100, 700, 0, 64};
+    watchdog("schedule_misuse", _i);
+    arena_reset();
+    rnd_start(5000 + (uint64_t)_i);
+    memset(&c, 0, sizeof(c));
+    c.h_q = _i ? 128 : 16;
+    c.h_kv = 1;
+    c.q_len = 1;
+    c.mode = _i ? M_G128 : M_BF16;
+    c.page = 64;
+    c.batch = 4;
+    memcpy(c.lens, lens, sizeof(lens));
+    snprintf(c.name, sizeof(c.name), "schedule misuse %s h%d", modes[c.mode].name, c.h_q);
+    build_problem(&p, &c, NULL, 0);
+    mla_plan_t *plan = gpu_plan(&p, 1000), *twin = gpu_plan(&p, 1000);
+    mla_plan_t *other = NULL;
+    ST_OK(g_gpu, mla_plan_create(&other, g_gpu, p.cfg, 3, 1000));
+    keep_plan(other);
+    size_t ws_bytes = 0;
+    devmem_ptr ws = gpu_workspace(plan, &ws_bytes);
+    const size_t bt_bytes = (size_t)c.batch * p.mpps * sizeof(int32_t);
+    devmem_ptr bt2 = dalloc(bt_bytes);
+    DM_OK(devmem_htod(bt2, p.bt, bt_bytes));
+    mla_status_t dst = MLA_STATUS_INTERNAL_ERROR;
+
+    /* Garbage: no schedule. */
+    DM_OK(devmem_memset8(ws, 0x5a, ws_bytes));
+    poison_outputs(&p);
+    ST_OK(g_gpu, decode_on(plan, &p, p.d_bt, ws, ws_bytes));
+    DM_OK(devmem_stream_sync(g_stream));
+    REQUIRE(outputs_untouched(&p), "%s: decode on a garbage workspace wrote output", c.name);
+    REQUIRE(mla_workspace_status(plan, DPTR(ws), &dst) == MLA_STATUS_INVALID_ARGUMENT,
+            "%s: mla_workspace_status accepted a workspace no call used", c.name);
+
+    /* Another block table pointer than the schedule's. */
+    ST_OK(g_gpu, mla_schedule(plan, p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens),
+                              DPTR(ws), ws_bytes, g_stream));
+    ST_OK(g_gpu, decode_on(plan, &p, bt2, ws, ws_bytes));
+    DM_OK(devmem_stream_sync(g_stream));
+    REQUIRE(outputs_untouched(&p), "%s: decode with another block table wrote output", c.name);
+    ST_OK(g_gpu, mla_workspace_status(plan, DPTR(ws), &dst));
+    REQUIRE(dst == MLA_STATUS_INVALID_ARGUMENT, "%s: status %s after a mismatched decode",
+            c.name, mla_status_string(dst));
+
+    /* Scheduled again: the right table works, on the plan and its twin. */
+    uint16_t *a = halloc(p.out_elems * 2), *b = halloc(p.out_elems * 2);
+    ST_OK(g_gpu, mla_schedule(plan, p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens),
+                              DPTR(ws), ws_bytes, g_stream));
+    ST_OK(g_gpu, decode_on(plan, &p, p.d_bt, ws, ws_bytes));
+    DM_OK(devmem_stream_sync(g_stream));
+    DM_OK(devmem_dtoh(a, p.d_out, p.out_elems * 2));
+    poison_outputs(&p);
+    ST_OK(g_gpu, decode_on(twin, &p, p.d_bt, ws, ws_bytes));
+    DM_OK(devmem_stream_sync(g_stream));
+    DM_OK(devmem_dtoh(b, p.d_out, p.out_elems * 2));
+    REQUIRE(memcmp(a, b, p.out_elems * 2) == 0, "%s: the twin plan's decode differs", c.name);
+    float *glse = halloc(p.lse_elems * 4);
+    DM_OK(devmem_dtoh(glse, p.d_lse, p.lse_elems * 4));
+    long fails = check_against_cpu(&p, p.lens, 1000, b, glse, c.name);
+
+    /* A plan of another layout (batch 3) finds no schedule of its own. */
+    poison_outputs(&p);
+    ST_OK(g_gpu, decode_on(other, &p, p.d_bt, ws, ws_bytes));
+    DM_OK(devmem_stream_sync(g_stream));
+    REQUIRE(outputs_untouched(&p), "%s: a plan of another layout used the schedule", c.name);
+    REQUIRE(mla_workspace_status(other, DPTR(ws), &dst) == MLA_STATUS_INVALID_ARGUMENT,
+            "%s: mla_workspace_status accepted another layout's workspace", c.name);
+    ST_OK(g_gpu, mla_workspace_status(plan, DPTR(ws), &dst));
+    REQUIRE(dst == MLA_STATUS_SUCCESS, "%s: status %s", c.name, mla_status_string(dst));
+    printf("%-6s %s: garbage, other table, twin plan, other layout\n", fails ? "FAIL" : "ok",
+           c.name);
+    arena_reset();
+    REQUIRE(fails == 0, "%s: %ld mismatches", c.name, fails);
+}
+END_TEST
+
+void add_schedule_cases(Suite *s)
+{
+    TCase *tc = tcase_create("graph");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, graph_replay, 0, 8);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("schedule misuse");
+    tcase_add_loop_test(tc, schedule_misuse, 0, 2);
+    suite_add_tcase(s, tc);
+}

@@ -54,7 +54,7 @@ P_HEADS, P_KVH, P_QLEN, P_FMT, P_PAGE, P_SBLK, P_CAUSAL, P_ROWB, P_SPR = 1, 2, 3
 FMT = {"bf16": 0, "e4m3": 1, "ds_mla": 2}
 # MLA_XPARAM_KERNEL (mla_experimental.h) and the names of its values, in value order (MLA_XKERNEL_NAMES).
 P_XKERNEL = 0x10000
-XKERNELS = ["auto", "portable", "hopper", "hopper-wide", "hopper-narrow", "hopper-pair"]
+XKERNELS = ["auto", "portable", "hopper", "hopper-wide", "hopper-narrow", "hopper-wide8"]
 
 # (format, heads, batch, q_len, seq_len, dist): FlashMLA's standard grid, then the length mixes.
 PRESET = [

@@ -62,22 +62,25 @@ typedef enum mla_xkernel {
     MLA_XKERNEL_PORTABLE = 1,
     /** An sm_90a kernel, the one the automatic choice would take. */
     MLA_XKERNEL_HOPPER = 2,
-    /** The wide sm_90a kernel in single thread blocks, also for shapes
-     *  that the narrow kernel or the pairs would take. */
+    /** The wide sm_90a kernel for BF16 caches, also for shapes that the
+     *  narrow kernel would take.  It serves no FP8 cache (a plan for one
+     *  fails with ::MLA_STATUS_NOT_SUPPORTED): their wide kernel is
+     *  ::MLA_XKERNEL_HOPPER_WIDE8. */
     MLA_XKERNEL_HOPPER_WIDE = 3,
     /** The narrow sm_90a kernel, whatever the batch: at most 16 query rows
      *  per KV head (heads per KV head times query tokens) with BF16
      *  caches, 32 with FP8 ones. */
     MLA_XKERNEL_HOPPER_NARROW = 4,
-    /** The wide sm_90a kernel in clusters of two thread blocks: E4M3
-     *  caches, query heads per KV head a multiple of 128. */
-    MLA_XKERNEL_HOPPER_PAIR = 5
+    /** The wide sm_90a kernel for FP8 caches, which converts in registers
+     *  (E4M3 and DS_MLA; E4M3 block scales with one KV head), also for
+     *  shapes that the narrow kernel would take. */
+    MLA_XKERNEL_HOPPER_WIDE8 = 5
 } mla_xkernel_t;
 
 /** Short names of the mla_xkernel_t values in value order, for command
  *  lines and test tables: `static const char *const n[] = {MLA_XKERNEL_NAMES};`. */
 #define MLA_XKERNEL_NAMES \
-    "auto", "portable", "hopper", "hopper-wide", "hopper-narrow", "hopper-pair"
+    "auto", "portable", "hopper", "hopper-wide", "hopper-narrow", "hopper-wide8"
 
 #ifdef __cplusplus
 }

@@ -272,11 +272,11 @@ mla_status_t mla_config_set_int(mla_config_t *cfg, mla_param_t param, int64_t va
     }
     switch ((int)param) {
     case MLA_XPARAM_KERNEL:
-        if (value < MLA_XKERNEL_AUTO || value > MLA_XKERNEL_HOPPER_PAIR)
+        if (value < MLA_XKERNEL_AUTO || value > MLA_XKERNEL_HOPPER_WIDE8)
             return mla__error(MLA_STATUS_INVALID_ARGUMENT,
                               "%s = %lld: want MLA_XKERNEL_AUTO (0), MLA_XKERNEL_PORTABLE (1), "
                               "MLA_XKERNEL_HOPPER (2), MLA_XKERNEL_HOPPER_WIDE (3), "
-                              "MLA_XKERNEL_HOPPER_NARROW (4) or MLA_XKERNEL_HOPPER_PAIR (5)",
+                              "MLA_XKERNEL_HOPPER_NARROW (4) or MLA_XKERNEL_HOPPER_WIDE8 (5)",
                               name, (long long)value);
         s->kernel = (int32_t)value;
         return MLA_STATUS_SUCCESS;

@@ -80,7 +80,7 @@ static const struct int_case int_cases[] = {
     {MLA_PARAM_SOFTMAX_SCALE, 1, MLA_STATUS_INVALID_ARGUMENT},
     {(mla_param_t)0, 1, MLA_STATUS_INVALID_ARGUMENT},
     {(mla_param_t)99, 1, MLA_STATUS_INVALID_ARGUMENT},
-    {MLA_XPARAM_KERNEL, MLA_XKERNEL_HOPPER_PAIR, MLA_STATUS_SUCCESS},
+    {MLA_XPARAM_KERNEL, MLA_XKERNEL_HOPPER_WIDE8, MLA_STATUS_SUCCESS},
     {MLA_XPARAM_KERNEL, 6, MLA_STATUS_INVALID_ARGUMENT},
     {MLA_XPARAM_KERNEL, -1, MLA_STATUS_INVALID_ARGUMENT},
     {MLA_XPARAM_CPU_THREADS, 256, MLA_STATUS_SUCCESS},
@@ -235,7 +235,7 @@ START_TEST(config_experimental)
     mla_context_t *ctx = NULL;
     mla_plan_t *plan = NULL;
     double d;
-    for (int64_t k = MLA_XKERNEL_AUTO; k <= MLA_XKERNEL_HOPPER_PAIR; k++) {
+    for (int64_t k = MLA_XKERNEL_AUTO; k <= MLA_XKERNEL_HOPPER_WIDE8; k++) {
         ck_assert_int_eq(mla_config_set_int(cfg, MLA_XPARAM_KERNEL, k), 0);
         ck_assert_int_eq(geti(cfg, MLA_XPARAM_KERNEL), k);
     }
@@ -247,8 +247,13 @@ START_TEST(config_experimental)
     ck_assert_str_eq(mla_config_last_error(cfg),
                      "mla_config_set_int: MLA_XPARAM_KERNEL = 6: want MLA_XKERNEL_AUTO (0), "
                      "MLA_XKERNEL_PORTABLE (1), MLA_XKERNEL_HOPPER (2), MLA_XKERNEL_HOPPER_WIDE (3), "
-                     "MLA_XKERNEL_HOPPER_NARROW (4) or MLA_XKERNEL_HOPPER_PAIR (5)");
-    ck_assert_int_eq(geti(cfg, MLA_XPARAM_KERNEL), MLA_XKERNEL_HOPPER_PAIR);
+                     "MLA_XKERNEL_HOPPER_NARROW (4) or MLA_XKERNEL_HOPPER_WIDE8 (5)");
+    ck_assert_int_eq(geti(cfg, MLA_XPARAM_KERNEL), MLA_XKERNEL_HOPPER_WIDE8);
+    /* The names, by value. */
+    static const char *const knames[] = {MLA_XKERNEL_NAMES};
+    ck_assert_int_eq(sizeof(knames) / sizeof(knames[0]), MLA_XKERNEL_HOPPER_WIDE8 + 1);
+    ck_assert_str_eq(knames[MLA_XKERNEL_HOPPER_NARROW], "hopper-narrow");
+    ck_assert_str_eq(knames[MLA_XKERNEL_HOPPER_WIDE8], "hopper-wide8");
     ck_assert_int_eq(mla_config_set_int(cfg, MLA_XPARAM_CPU_THREADS, 257),
                      MLA_STATUS_INVALID_ARGUMENT);
     ck_assert_str_eq(mla_config_last_error(cfg), "mla_config_set_int: MLA_XPARAM_CPU_THREADS = 257: "
@@ -269,7 +274,7 @@ START_TEST(config_experimental)
     ck_assert_str_eq(mla_config_last_error(cfg),
                      "mla_config_set_int: param = 65792 is not an mla_param_t");
     ck_assert_int_eq(mla_config_copy(&cp, cfg), 0);
-    ck_assert_int_eq(geti(cp, MLA_XPARAM_KERNEL), MLA_XKERNEL_HOPPER_PAIR);
+    ck_assert_int_eq(geti(cp, MLA_XPARAM_KERNEL), MLA_XKERNEL_HOPPER_WIDE8);
     ck_assert_int_eq(geti(cp, MLA_XPARAM_CPU_THREADS), 222);
     mla_config_destroy(cp);
 

@@ -90,8 +90,12 @@ void build_cases(void)
             c->kernel = "hopper-narrow";
             c = add_case(16, 1, 1, M_E4M3, 64, 0, 7, lens_mix7);
             c->kernel = "hopper-narrow";
+            c = add_case(128, 1, 1, M_E4M3, 64, 0, 7, lens_mix7);
+            c->kernel = "hopper-wide8";
+            c = add_case(64, 1, 2, M_DSMLA, 64, 1, 7, lens_mix7);
+            c->kernel = "hopper-wide8";
             c = add_case(128, 1, 1, M_G128, 64, 0, 7, lens_mix7);
-            c->kernel = "hopper-pair";
+            c->kernel = "hopper-wide8";
         }
         /* The scheduler's warp path at its 32 requests, its block path at 33. */
         for (int k = 0; k < 2; k++) {
@@ -217,10 +221,10 @@ void build_cases(void)
             c = add_case(16, 1, 1, m, 64, 0, 1, ones); /* the same, narrow */
             c->kernel = "hopper-narrow";
         }
-        /* The wide kernel on shapes the narrow one takes by default. */
+        /* The wide kernels on shapes the narrow one takes by default. */
         for (int m = 0; m < NMODES; m++) {
             c = add_case(m % 2 ? 8 : 16, 1, m % 2 ? 2 : 1, m, 64 << (m % 2), m % 2, 7, lens_mix7);
-            c->kernel = "hopper-wide";
+            c->kernel = m == M_BF16 ? "hopper-wide" : "hopper-wide8";
         }
         for (int m = 0; m < NMODES; m += 2) {
             for (int i = 0; i < 64; i++)
@@ -295,29 +299,56 @@ void build_cases(void)
         }
         c = add_case(32, 1, 1, M_G128, 64, 0, 16, lens);
         c->sample = 3;
-        /* The wide FP8 kernel at 128 heads as 2-CTA pairs (E4M3, the
-         * default there) and as single CTAs: many tiles, MTP with causal
-         * (both M tiles of a pair see the same keys; 4, 6 and 8 M tiles
-         * per KV head), lengths off the tile and page edges.  DS_MLA has
-         * no pair: the same shapes on the single-CTA kernel. */
+        /* The wide FP8 kernel, in every FP8 scale mode: many tiles a CTA
+         * at 128 heads (two M tiles), MTP with causal (4, 6 and 8 M tiles
+         * per KV head), 48 rows (an M tile with dead rows), two M tiles of
+         * 100 rows, pages of 128, lengths off the tile and page edges. */
         for (int m = 0; m < NMODES; m++) {
             if (m == M_BF16)
                 continue;
-            const char *pair = m == M_DSMLA ? "hopper-wide" : "hopper-pair";
             for (int i = 0; i < 12; i++)
                 lens[i] = 1 + rnd_int(5000);
             c = add_case(128, 1, 1, m, 64 << (m % 2), 0, 12, lens);
-            c->kernel = pair;
+            c->kernel = "hopper-wide8";
             c->sample = 3;
-            c = add_case(128, 1, 2, m, 64, 1, 7, lens_mix7);
-            c->kernel = pair;
-            c = add_case(128, 1, 4, m, 128, 1, 7, lens_mix7);
-            c->kernel = pair;
             c = add_case(128, 1, 1, m, 64, 0, 7, lens_mix7);
-            c->kernel = "hopper-wide";
+            c->kernel = "hopper-wide8";
+            c = add_case(64, 1, 2, m, 64, 1, 7, lens_mix7);
+            c->kernel = "hopper-wide8";
+            c = add_case(128, 1, 2, m, 64, 1, 7, lens_mix7);
+            c->kernel = "hopper-wide8";
+            c = add_case(128, 1, 4, m, 128, 1, 7, lens_mix7);
+            c->kernel = "hopper-wide8";
+            c = add_case(16, 1, 3, m, 64, 1, 7, lens_mix7);
+            c->kernel = "hopper-wide8";
+            c = add_case(100, 1, 1, m, 64, 0, 7, lens_mix7);
+            c->kernel = "hopper-wide8";
         }
         c = add_case(128, 1, 3, M_G64, 64, 1, 7, lens_mix7);
-        c->kernel = "hopper-pair";
+        c->kernel = "hopper-wide8";
+        /* More KV heads (a copy a row); Q far outside f16's range (E4M3
+         * without scales takes the scores in f16); e4m3 subnormals, and
+         * block scales past 2^7. */
+        c = add_case(64, 2, 1, M_E4M3, 64, 0, 7, lens_mix7);
+        c->kernel = "hopper-wide8";
+        c = add_case(128, 2, 2, M_DSMLA, 64, 1, 7, lens_mix7);
+        c->kernel = "hopper-wide8";
+        for (int big = 0; big < 2; big++) {
+            c = add_case(64, 1, 1, M_E4M3, 64, 0, 7, lens_mix7);
+            c->kernel = "hopper-wide8";
+            c->q_scale = big ? 1e6 : 1e-6;
+            c->softmax_scale = big ? 1e-6 : 1e6;
+        }
+        c = add_case(64, 1, 1, M_E4M3, 64, 0, 8, lens_long8);
+        c->kernel = "hopper-wide8";
+        c->kv_mul = 1e-3;
+        for (int m = M_G128; m <= M_DSMLA; m++) {
+            c = add_case(128, 1, 1, m, 64, 0, 8, lens_long8);
+            c->kernel = "hopper-wide8";
+            c->kv_mul = 1e5;
+            c->kv_tail_mul = 1000;
+            c->softmax_scale = 2e-5;
+        }
     }
 
     /* Odds and ends: no LSE, explicit softmax scale, all lengths 0, a plan

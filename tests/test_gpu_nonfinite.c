@@ -28,10 +28,10 @@ static const int32_t nf_lens[NF_KINDS] = {70, 70, 1500, 70, 1500, 70, 70, 9, 150
 struct nf_case {
     int mode, family, q_len;
 };
-enum { NF_PORTABLE_16, NF_PORTABLE_128, NF_NARROW, NF_WIDE, NF_PAIR, NF_FAMILIES };
-static const char *const nf_family_names[NF_FAMILIES] = {"portable", "portable", "hopper-narrow",
-                                                         "hopper-wide", "hopper-pair"};
-#define MAX_NF_CASES 64
+enum { NF_PORTABLE_16, NF_PORTABLE_128, NF_NARROW, NF_WIDE, NF_WIDE8_128, NF_WIDE8, NF_FAMILIES };
+static const char *const nf_family_names[NF_FAMILIES] = {
+    "portable", "portable", "hopper-narrow", "hopper-wide", "hopper-wide8", "hopper-wide8"};
+#define MAX_NF_CASES 80
 static struct nf_case g_nf[MAX_NF_CASES];
 static int g_nnf;
 
@@ -41,8 +41,10 @@ void build_nf_cases(void)
         if (f >= NF_NARROW && !g_hopper)
             continue;
         for (int m = 0; m < NMODES; m++) {
-            if (f == NF_PAIR && (m == M_BF16 || m == M_DSMLA))
-                continue; /* the pairs take E4M3 only */
+            if (f == NF_WIDE && m != M_BF16)
+                continue; /* BF16 only */
+            if ((f == NF_WIDE8_128 || f == NF_WIDE8) && m == M_BF16)
+                continue; /* FP8 only */
             if (g_quick && (f != NF_PORTABLE_16 || m % 2))
                 continue;
             for (int n = 1; n <= 2; n++)
@@ -105,8 +107,8 @@ START_TEST(decode_nonfinite)
     watchdog("decode_nonfinite", _i);
     arena_reset();
     rnd_start(7000 + (uint64_t)_i);
-    const int h_q = k->family == NF_PORTABLE_128 || k->family == NF_PAIR ? 128
-                    : k->family == NF_WIDE                               ? 64
+    const int h_q = k->family == NF_PORTABLE_128 || k->family == NF_WIDE8_128 ? 128
+                    : k->family == NF_WIDE || k->family == NF_WIDE8      ? 64
                     : k->q_len > 1 && fmt == MLA_KV_BF16 ? 8 /* narrow BF16: 16 rows */
                                                          : 16;
     kcase_shape(&c, h_q, 1, k->q_len, k->mode, 64, k->q_len > 1, NF_KINDS, nf_lens);

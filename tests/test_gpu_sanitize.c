@@ -59,7 +59,7 @@ void build_san_cases(void)
     /* BF16 narrow, pages of 1024, half the requests empty (synccheck: the
      * consumer warpgroups' barriers). */
     static const int32_t l3000[6] = {3001, 0, 2944, 0, 3071, 0};
-    /* E4M3 pairs, causal MTP (the pair protocol under racecheck). */
+    /* E4M3 wide8, causal MTP (its P slots under racecheck). */
     static const int32_t l700[6] = {700, 0, 655, 1, 0, 731};
     static const int32_t mixa[6] = {513, 0, 1000, 64, 65, 1};
     static const int32_t page1[6] = {0, 1, 2, 5, 300, 77};
@@ -71,21 +71,26 @@ void build_san_cases(void)
     int32_t small[MAX_BATCH];
 
     san_case("narrow BF16, pages of 1024", 16, 1, 1, M_BF16, 1024, 0, 6, l3000, "hopper");
-    san_case("E4M3 /128 pairs, MTP", 128, 1, 2, M_G128, 64, 1, 6, l700, "hopper");
-    san_case("E4M3 /32 pairs", 128, 1, 1, M_G32, 128, 0, 6, mixa, "hopper");
+    san_case("E4M3 /128 wide8, MTP", 128, 1, 2, M_G128, 64, 1, 6, l700, "hopper");
+    san_case("E4M3 /32 wide8", 128, 1, 1, M_G32, 128, 0, 6, mixa, "hopper");
     san_case("DS_MLA, pages of 1", 16, 1, 4, M_DSMLA, 1, 1, 6, page1, NULL);
-    san_case("DS_MLA wide", 128, 1, 1, M_DSMLA, 128, 0, 6, mixb, "hopper");
-    san_case("DS_MLA wide, MTP", 128, 1, 2, M_DSMLA, 64, 1, 6, l700, "hopper-wide");
+    san_case("DS_MLA wide8", 128, 1, 1, M_DSMLA, 128, 0, 6, mixb, "hopper");
+    san_case("DS_MLA wide8, MTP", 128, 1, 2, M_DSMLA, 64, 1, 6, l700, "hopper-wide8");
     san_case("BF16, 63 heads a KV head", 126, 2, 3, M_BF16, 16, 1, 6, odd, NULL);
-    san_case("E4M3 wide, 63 heads a KV head", 126, 2, 2, M_E4M3, 64, 0, 6, mixc, "hopper");
+    san_case("E4M3 wide8, 63 heads a KV head", 126, 2, 2, M_E4M3, 64, 0, 6, mixc, "hopper");
     san_case("BF16 wide, 63 heads a KV head", 126, 2, 2, M_BF16, 128, 1, 6, mixb, "hopper");
     san_case("E4M3 narrow, 3 KV heads", 9, 3, 4, M_E4M3, 1024, 1, 6, p1024, "hopper");
     san_case("DS_MLA narrow, two M tiles", 16, 1, 2, M_DSMLA, 1024, 1, 8, l8, "hopper");
+    /* The wide FP8 kernel converting in registers: its P slots' protocol
+     * at odd and even tile counts, MTP with causal, empty requests. */
+    san_case("E4M3 wide8, MTP", 64, 1, 2, M_E4M3, 64, 1, 6, mixc, "hopper-wide8");
+    san_case("DS_MLA wide8, 128 heads", 128, 1, 1, M_DSMLA, 128, 0, 6, l700, "hopper-wide8");
+    san_case("E4M3 /64 wide8, MTP", 64, 1, 4, M_G64, 64, 1, 6, mixa, "hopper-wide8");
     /* Many CTAs of short requests, the scheduler with its block-table CTAs. */
     rnd_start(4000);
     for (int i = 0; i < 40; i++)
         small[i] = i % 5 == 0 ? 0 : 1 + rnd_int(300);
-    san_case("E4M3 /128 pairs, 40 short requests", 128, 1, 2, M_G128, 64, 1, 40, small, "hopper");
+    san_case("E4M3 /128 wide8, 40 short requests", 128, 1, 2, M_G128, 64, 1, 40, small, "hopper");
     for (int i = 0; i < 48; i++)
         small[i] = i % 4 == 1 ? 0 : 1 + rnd_int(400);
     san_case("narrow BF16, 48 short requests", 16, 1, 1, M_BF16, 64, 0, 48, small, "hopper");

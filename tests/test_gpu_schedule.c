@@ -127,7 +127,7 @@ static mla_status_t decode_on(mla_plan_t *plan, const struct prob *p, devmem_ptr
  * mla_workspace_status refuses it), a schedule made for another block
  * table (nothing runs, recorded as INVALID_ARGUMENT), another plan of the
  * same layout (shares the schedule, same bits) and a plan of another
- * layout (nothing runs); BF16 narrow, E4M3 wide (pairs). */
+ * layout (nothing runs); BF16 narrow, E4M3 wide (hopper-wide8). */
 START_TEST(schedule_misuse)
 {
     static struct kcase c;

@@ -194,15 +194,19 @@ static void check_plan_kernel(const char *test, const struct kernel_case *k, int
 
 /* MLA_XKERNEL_HOPPER_NARROW: plans the narrow kernel takes succeed (FP8 at
  * a batch the default choice gives the wide kernel), more than 16 rows per
- * KV head (BF16) or 32 (FP8) are refused with NOT_SUPPORTED; the pairs take
- * E4M3 with a multiple of 128 query heads per KV head only. */
+ * KV head (BF16) or 32 (FP8) are refused with NOT_SUPPORTED; the wide
+ * family takes BF16 only, hopper-wide8 FP8 only. */
 START_TEST(kernel_choice)
 {
     if (!g_hopper) {
         printf("skip   kernel_choice: no sm_90a kernel on this device\n");
         return;
     }
-    enum { NARROW = MLA_XKERNEL_HOPPER_NARROW, PAIR = MLA_XKERNEL_HOPPER_PAIR };
+    enum {
+        NARROW = MLA_XKERNEL_HOPPER_NARROW,
+        WIDE = MLA_XKERNEL_HOPPER_WIDE,
+        WIDE8 = MLA_XKERNEL_HOPPER_WIDE8
+    };
     static const struct kernel_case k[] = {
         {NARROW, 16, M_G128, 2, 4096, MLA_STATUS_SUCCESS},
         {NARROW, 16, M_DSMLA, 2, 4096, MLA_STATUS_SUCCESS},
@@ -210,10 +214,13 @@ START_TEST(kernel_choice)
         {NARROW, 32, M_G128, 2, 4096, MLA_STATUS_SUCCESS},
         {NARROW, 64, M_DSMLA, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
         {NARROW, 128, M_E4M3, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
-        {PAIR, 128, M_G128, 64, 4096, MLA_STATUS_SUCCESS},
-        {PAIR, 128, M_DSMLA, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
-        {PAIR, 64, M_E4M3, 64, 4096, MLA_STATUS_NOT_SUPPORTED},
-        {PAIR, 128, M_BF16, 64, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {WIDE, 128, M_BF16, 64, 4096, MLA_STATUS_SUCCESS},
+        {WIDE, 128, M_G128, 64, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {WIDE, 16, M_DSMLA, 2, 4096, MLA_STATUS_NOT_SUPPORTED},
+        {WIDE8, 128, M_G128, 64, 4096, MLA_STATUS_SUCCESS},
+        {WIDE8, 16, M_DSMLA, 2, 4096, MLA_STATUS_SUCCESS},
+        {WIDE8, 64, M_E4M3, 64, 4096, MLA_STATUS_SUCCESS},
+        {WIDE8, 128, M_BF16, 64, 4096, MLA_STATUS_NOT_SUPPORTED},
     };
     check_plan_kernel("kernel_choice", k, (int)(sizeof(k) / sizeof(k[0])), 1);
     /* Two KV heads, 16 rows each: every narrow kernel takes them (FP8 with

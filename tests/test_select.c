@@ -62,7 +62,7 @@ enum {
     HOPPER = MLA_XKERNEL_HOPPER,
     WIDE = MLA_XKERNEL_HOPPER_WIDE,
     NARROW = MLA_XKERNEL_HOPPER_NARROW,
-    PAIR = MLA_XKERNEL_HOPPER_PAIR
+    WIDE8 = MLA_XKERNEL_HOPPER_WIDE8
 };
 
 struct sel_case {
@@ -74,8 +74,8 @@ struct sel_case {
 static const struct sel_case cases[] = {
     /* H200, automatic: narrow up to 16 rows (BF16), or 32 (DS_MLA, E4M3
      * without block scales or with 128-channel ones) from 8 requests x
-     * KV heads; else E4M3 pairs at a multiple of 128 heads per KV head;
-     * else wide; the portable kernel below 64-token pages and for E4M3
+     * KV heads; else wide (FP8: hopper-wide8, E4M3 block scales on their
+     * own kernel); the portable kernel below 64-token pages and for E4M3
      * block scales with several KV heads. */
     {D_H200, BF16, 0, 16, 1, 1, 64, 1, AUTO, 0, 0, "hopper-narrow-bf16", 2},
     {D_H200, BF16, 0, 8, 1, 2, 64, 1, AUTO, 0, 0, "hopper-narrow-bf16", 2},
@@ -84,41 +84,54 @@ static const struct sel_case cases[] = {
     {D_H200, BF16, 0, 16, 1, 1, 16, 1, AUTO, 0, 0, "portable-bf16-n64", 2},
     {D_H200, BF16, 0, 16, 1, 1, 32, 64, AUTO, 0, 0, "portable-bf16-n64", 2},
     {D_H200, E4M3, 0, 16, 1, 1, 64, 8, AUTO, 0, 0, "hopper-narrow-e4m3", 2},
-    {D_H200, E4M3, 0, 16, 1, 1, 64, 7, AUTO, 0, 0, "hopper-wide-e4m3", 2},
+    {D_H200, E4M3, 0, 16, 1, 1, 64, 7, AUTO, 0, 0, "hopper-wide8-e4m3", 2},
     {D_H200, E4M3, 0, 32, 2, 1, 64, 4, AUTO, 0, 0, "hopper-narrow-e4m3", 2},
     {D_H200, E4M3, 128, 16, 1, 2, 64, 8, AUTO, 0, 0, "hopper-narrow-e4m3", 2},
     {D_H200, E4M3, 128, 32, 1, 1, 64, 8, AUTO, 0, 0, "hopper-narrow-e4m3", 2},
-    {D_H200, E4M3, 64, 16, 1, 2, 64, 8, AUTO, 0, 0, "hopper-wide-e4m3", 2},
+    {D_H200, E4M3, 64, 16, 1, 2, 64, 8, AUTO, 0, 0, "hopper-wide8-e4m3b", 2},
     {D_H200, E4M3, 64, 16, 1, 1, 64, 8, AUTO, 0, 0, "hopper-narrow-e4m3", 2},
-    {D_H200, E4M3, 32, 16, 1, 2, 64, 64, AUTO, 0, 0, "hopper-wide-e4m3", 2},
+    {D_H200, E4M3, 32, 16, 1, 2, 64, 64, AUTO, 0, 0, "hopper-wide8-e4m3b", 2},
     {D_H200, E4M3, 32, 32, 2, 1, 64, 64, AUTO, 0, 0, "portable-e4m3-n64", 2},
     {D_H200, E4M3, 128, 128, 2, 1, 64, 64, AUTO, 0, 0, "portable-e4m3-n64", 2},
-    {D_H200, E4M3, 128, 128, 1, 1, 64, 64, AUTO, 0, 0, "hopper-pair-e4m3", 2},
-    {D_H200, E4M3, 0, 128, 1, 4, 128, 1, AUTO, 0, 0, "hopper-pair-e4m3", 2},
-    {D_H200, E4M3, 0, 128, 2, 1, 64, 64, AUTO, 0, 0, "hopper-wide-e4m3", 2},
-    {D_H200, E4M3, 128, 64, 1, 2, 64, 64, AUTO, 0, 0, "hopper-wide-e4m3", 2},
+    {D_H200, E4M3, 128, 128, 1, 1, 64, 64, AUTO, 0, 0, "hopper-wide8-e4m3b", 2},
+    {D_H200, E4M3, 0, 128, 1, 4, 128, 1, AUTO, 0, 0, "hopper-wide8-e4m3", 2},
+    {D_H200, E4M3, 0, 128, 2, 1, 64, 64, AUTO, 0, 0, "hopper-wide8-e4m3", 2},
+    {D_H200, E4M3, 128, 64, 1, 2, 64, 64, AUTO, 0, 0, "hopper-wide8-e4m3b", 2},
+    {D_H200, E4M3, 64, 128, 1, 1, 64, 1, AUTO, 0, 0, "hopper-wide8-e4m3b", 2},
+    {D_H200, E4M3, 32, 64, 1, 1, 1024, 132, AUTO, 0, 0, "hopper-wide8-e4m3b", 2},
+    {D_H200, E4M3, 0, 126, 2, 2, 64, 6, AUTO, 0, 0, "hopper-wide8-e4m3", 2},
     {D_H200, E4M3, 0, 128, 1, 1, 32, 64, AUTO, 0, 0, "portable-e4m3-n64", 2},
     {D_H200, DSMLA, 0, 16, 1, 2, 64, 8, AUTO, 0, 0, "hopper-narrow-dsmla", 2},
-    {D_H200, DSMLA, 0, 16, 1, 2, 64, 4, AUTO, 0, 0, "hopper-wide-dsmla", 2},
-    {D_H200, DSMLA, 0, 64, 1, 1, 64, 64, AUTO, 0, 0, "hopper-wide-dsmla", 2},
-    {D_H200, DSMLA, 0, 128, 1, 1, 64, 64, AUTO, 0, 0, "hopper-wide-dsmla", 2},
+    {D_H200, DSMLA, 0, 16, 1, 2, 64, 4, AUTO, 0, 0, "hopper-wide8-dsmla", 2},
+    {D_H200, DSMLA, 0, 64, 1, 1, 64, 64, AUTO, 0, 0, "hopper-wide8-dsmla", 2},
+    {D_H200, DSMLA, 0, 128, 1, 1, 64, 64, AUTO, 0, 0, "hopper-wide8-dsmla", 2},
+    {D_H200, DSMLA, 0, 128, 2, 1, 128, 1, AUTO, 0, 0, "hopper-wide8-dsmla", 2},
     {D_H200, DSMLA, 0, 128, 8, 1, 1, 64, AUTO, 0, 0, "portable-dsmla-n64", 2},
     /* Forced. */
     {D_H200, BF16, 0, 16, 1, 1, 64, 1, PORTABLE, 0, 0, "portable-bf16-n64", 2},
-    {D_H200, E4M3, 0, 16, 1, 1, 64, 2, HOPPER, 0, 0, "hopper-wide-e4m3", 2},
+    {D_H200, E4M3, 0, 16, 1, 1, 64, 2, HOPPER, 0, 0, "hopper-wide8-e4m3", 2},
     {D_H200, E4M3, 0, 16, 1, 1, 64, 8, HOPPER, 0, 0, "hopper-narrow-e4m3", 2},
     {D_H200, BF16, 0, 16, 1, 1, 16, 1, HOPPER, 0, 0, NULL, 0},
-    {D_H200, E4M3, 0, 16, 1, 1, 64, 64, WIDE, 0, 0, "hopper-wide-e4m3", 2},
-    {D_H200, E4M3, 128, 128, 1, 1, 64, 64, WIDE, 0, 0, "hopper-wide-e4m3", 2},
+    {D_H200, BF16, 0, 16, 1, 1, 64, 64, WIDE, 0, 0, "hopper-wide-bf16", 2},
+    {D_H200, E4M3, 0, 16, 1, 1, 64, 64, WIDE, 0, 0, NULL, 0},
+    {D_H200, E4M3, 128, 128, 1, 1, 64, 64, WIDE, 0, 0, NULL, 0},
+    {D_H200, DSMLA, 0, 128, 1, 1, 64, 64, WIDE, 0, 0, NULL, 0},
     {D_H200, E4M3, 64, 16, 1, 2, 64, 1, NARROW, 0, 0, "hopper-narrow-e4m3", 2},
     {D_H200, E4M3, 32, 32, 1, 1, 64, 1, NARROW, 0, 0, "hopper-narrow-e4m3", 2},
     {D_H200, BF16, 0, 32, 1, 1, 64, 8, NARROW, 0, 0, NULL, 0},
     {D_H200, E4M3, 0, 128, 1, 1, 64, 8, NARROW, 0, 0, NULL, 0},
     {D_H200, DSMLA, 0, 64, 1, 1, 64, 8, NARROW, 0, 0, NULL, 0},
-    {D_H200, E4M3, 32, 128, 1, 1, 64, 1, PAIR, 0, 0, "hopper-pair-e4m3", 2},
-    {D_H200, E4M3, 0, 64, 1, 1, 64, 64, PAIR, 0, 0, NULL, 0},
-    {D_H200, DSMLA, 0, 128, 1, 1, 64, 64, PAIR, 0, 0, NULL, 0},
-    {D_H200, BF16, 0, 128, 1, 1, 64, 64, PAIR, 0, 0, NULL, 0},
+    {D_H200, E4M3, 32, 128, 1, 1, 64, 1, WIDE8, 0, 0, "hopper-wide8-e4m3b", 2},
+    {D_H200, E4M3, 0, 64, 1, 1, 64, 64, WIDE8, 0, 0, "hopper-wide8-e4m3", 2},
+    {D_H200, DSMLA, 0, 128, 1, 1, 64, 64, WIDE8, 0, 0, "hopper-wide8-dsmla", 2},
+    {D_H200, E4M3, 0, 128, 1, 1, 64, 64, WIDE8, 0, 0, "hopper-wide8-e4m3", 2},
+    {D_H200, E4M3, 128, 64, 1, 4, 64, 1, WIDE8, 0, 0, "hopper-wide8-e4m3b", 2},
+    {D_H200, E4M3, 32, 16, 1, 1, 64, 8, WIDE8, 0, 0, "hopper-wide8-e4m3b", 2},
+    {D_H200, E4M3, 0, 128, 2, 1, 64, 64, WIDE8, 0, 0, "hopper-wide8-e4m3", 2},
+    {D_H200, E4M3, 128, 128, 2, 1, 64, 64, WIDE8, 0, 0, NULL, 0},
+    {D_H200, DSMLA, 0, 128, 1, 2, 64, 64, WIDE8, 0, 0, "hopper-wide8-dsmla", 2},
+    {D_H200, DSMLA, 0, 64, 1, 1, 32, 64, WIDE8, 0, 0, NULL, 0},
+    {D_H200, BF16, 0, 128, 1, 1, 64, 64, WIDE8, 0, 0, NULL, 0},
     /* Hints steer the portable kernel and never turn the others off. */
     {D_H200, BF16, 0, 64, 1, 1, 64, 8, AUTO, 32, 4, "hopper-wide-bf16", 2},
     {D_H200, BF16, 0, 64, 1, 1, 64, 8, HOPPER, 64, 4, "hopper-wide-bf16", 2},
@@ -173,8 +186,9 @@ END_TEST
 
 /* Every shape of a grid on every device: a forced family gives that
  * family or NOT_SUPPORTED; the automatic choice of an sm_90a variant is
- * what forcing its family or MLA_XKERNEL_HOPPER gives; hints never change
- * which sm_90a variant runs; the portable variant matches the tiling. */
+ * narrow, or wide (hopper-wide8 for FP8 caches), and is what forcing its
+ * family or MLA_XKERNEL_HOPPER gives; hints never change which sm_90a
+ * variant runs; the portable variant matches the tiling. */
 START_TEST(grid_invariants)
 {
     static const int fmts[][2] = {{BF16, 0}, {E4M3, 0}, {E4M3, 32}, {E4M3, 64}, {E4M3, 128},
@@ -204,7 +218,15 @@ START_TEST(grid_invariants)
                             const int ref_sm90 =
                                 ref_st == MLA_STATUS_SUCCESS &&
                                 mla__variants[ref.variant].layout != MLA_LAYOUT_PORTABLE;
-                            for (int k = AUTO; k <= PAIR; k++)
+                            /* The wide shapes: hopper-wide8 for FP8 caches. */
+                            if (ref_sm90)
+                                ck_assert_int_eq(mla__variants[ref.variant].family,
+                                                 mla__variants[ref.variant].layout ==
+                                                         MLA_LAYOUT_NARROW
+                                                     ? NARROW
+                                                 : fmts[f][0] == BF16 ? WIDE
+                                                                      : WIDE8);
+                            for (int k = AUTO; k <= WIDE8; k++)
                                 for (size_t hi = 0; hi < sizeof(hints) / sizeof(hints[0]); hi++) {
                                     in = shape(d, fmts[f][0], fmts[f][1], heads[h], kvh[kv], q,
                                                pages[p], batches[b], k, hints[hi][0],
@@ -245,8 +267,9 @@ START_TEST(grid_invariants)
 END_TEST
 
 /* The table itself: names unique, symbols in the image of their role,
- * every sm_90a variant with a portable fallback at its tiling, pairs for
- * E4M3 only, every scale mode taken by the portable kernel. */
+ * every sm_90a variant with a portable fallback at its tiling, the wide
+ * family for BF16 only and hopper-wide8 for FP8 only, every scale mode
+ * taken by the portable kernel. */
 START_TEST(table)
 {
     for (int a = 0; a < MLA_NUM_VARIANTS; a++) {
@@ -256,10 +279,12 @@ START_TEST(table)
             ck_assert_str_ne(v->name, mla__variants[b].name);
             ck_assert_str_ne(v->symbol, mla__variants[b].symbol);
         }
-        /* The wide BF16 kernel alone has no converter warpgroup. */
-        ck_assert_int_eq(v->threads,
-                         a == MLA_V_WIDE_BF16 ? MLA_HOPPER_BF16_THREADS : MLA_DECODE_THREADS);
-        ck_assert(v->cluster >= 1 && v->heads_multiple >= 1 && v->block_m >= 1);
+        /* The wide BF16 kernel and the wide FP8 one have no converter
+         * warpgroup. */
+        ck_assert_int_eq(v->threads, a == MLA_V_WIDE_BF16                     ? MLA_HOPPER_LEAN_THREADS
+                                     : v->family == MLA_XKERNEL_HOPPER_WIDE8 ? MLA_HOPPER_LEAN_THREADS
+                                                                              : MLA_DECODE_THREADS);
+        ck_assert(v->block_m >= 1);
         if (v->layout == MLA_LAYOUT_PORTABLE) {
             ck_assert_int_eq(strncmp(v->symbol, "mla_decode_", 11), 0);
             ck_assert_int_eq(v->family, MLA_XKERNEL_PORTABLE);
@@ -270,9 +295,9 @@ START_TEST(table)
         ck_assert_int_eq(strncmp(v->symbol, "mla_hopper_", 11), 0);
         ck_assert_int_eq(v->arch, MLA_ARCH_SM90A);
         ck_assert(v->family == MLA_XKERNEL_HOPPER_WIDE || v->family == MLA_XKERNEL_HOPPER_NARROW ||
-                  v->family == MLA_XKERNEL_HOPPER_PAIR);
-        ck_assert(v->family != MLA_XKERNEL_HOPPER_PAIR || v->format == MLA_FMT_FP8_E4M3);
-        ck_assert_int_eq(v->cluster, v->family == MLA_XKERNEL_HOPPER_PAIR ? 2 : 1);
+                  v->family == MLA_XKERNEL_HOPPER_WIDE8);
+        ck_assert(v->family != MLA_XKERNEL_HOPPER_WIDE8 || v->format != MLA_FMT_BF16);
+        ck_assert(v->family != MLA_XKERNEL_HOPPER_WIDE || v->format == MLA_FMT_BF16);
         int fallback = 0;
         for (int b = 0; b < MLA_NUM_VARIANTS; b++)
             fallback |= mla__variants[b].layout == MLA_LAYOUT_PORTABLE &&

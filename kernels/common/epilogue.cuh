@@ -130,15 +130,16 @@ MLA_DEV void write_output(const mla_decode_params &p, const float (&o)[32][4],
 }
 
 /*
- * Normalized fp32 rows staged in shared memory (row n of the M tile at
- * st + n * stride, 512 floats) to out or the partials, by `nthreads`
- * threads with 16-byte reads; LSE is the caller's (write_lse).
+ * Normalized fp32 rows staged in shared memory (row row0 + n of the M
+ * tile at st + n * stride, 512 floats) to out or the partials, by
+ * `nthreads` threads with 16-byte reads; LSE is the caller's (write_lse).
  */
 MLA_DEV void write_staged_rows(const mla_decode_params &p, uint32_t st,
-                               uint32_t stride, int nrows, uint32_t tid, uint32_t nthreads)
+                               uint32_t stride, int nrows, uint32_t tid, uint32_t nthreads,
+                               int row0 = 0)
 {
     const OutTarget out(p);
-    const int rowc = (int)blockIdx.x * p.block_m;
+    const int rowc = (int)blockIdx.x * p.block_m + row0;
     for (uint32_t k = tid; k < (uint32_t)nrows * 128u; k += nthreads) {
         const int n = (int)(k >> 7);
         const uint32_t c4 = k & 127u;

@@ -202,13 +202,15 @@ struct mla_append_params {
  *               LSE, m + log2(l) over scores times score_scale_log2; -inf
  *               when it saw no key
  */
-#define MLA_DECODE_THREADS 512 /* warps 0-7 MMA, 8-11 convert, 12 load, 13-15 idle */
-/* mla_hopper_decode_bf16 alone: warps 0-7 MMA, 8 load, 9-11 idle.  BF16
- * tiles need no converter warpgroup (the consumers load Q), and at 384
- * threads a thread starts with 168 registers instead of 128: ptxas checks
- * each wgmma against that entry count, and P V over a warpgroup's 256
- * columns in one m64n256k16 (128 accumulators) does not fit 128. */
-#define MLA_HOPPER_BF16_THREADS 384
+#define MLA_DECODE_THREADS 512 /* warps 0-7 MMA, 8-11 convert (sm_90a: Q), 12 load, 13-15 idle */
+/* The sm_90a kernels without a converter warpgroup, mla_hopper_decode_bf16
+ * and mla_hopper_wide8_<f>: warps 0-7 MMA, 8 load, 9-11 idle.  BF16 tiles
+ * need no converter and the wide FP8 kernel converts in its consumers
+ * (which load Q), and at 384 threads a thread starts with 168 registers
+ * instead of 128: ptxas checks each wgmma against that entry count, and
+ * P V over a warpgroup's 256 columns in one m64n256k16 (128 accumulators)
+ * does not fit 128. */
+#define MLA_HOPPER_LEAN_THREADS 384
 /* Registers a thread holds at the entry of a kernel of `threads` threads,
  * one block an SM (the 64 K register file, in units of 8): what ptxas
  * checks each instruction against, what the setmaxnreg budgets of an
@@ -295,32 +297,18 @@ MLA_HD uint32_t mla_decode_smem_bytes(int32_t fmt, int32_t block_n, int32_t stag
 }
 
 /*
- * Hopper decode (kernels/sm90/hopper.cu, sm_90a only): mla_hopper_decode_<f>,
- * f in {bf16, e4m3, dsmla}, struct mla_hopper_params.
- *   Same grid, block, PDL behaviour and workspace contract as
- *   mla_decode_<f>_n64, with block_n 64 and num_stages 2 (the scheduler's
- *   tiles are the same), but block MLA_HOPPER_BF16_THREADS (384) for
- *   mla_hopper_decode_bf16; dynamic smem MLA_HOPPER_SMEM_BYTES.
- *   Needs page_size >= 64 (a KV tile is 64 consecutive rows of one page,
- *   one TMA box per 64 columns), num_pages * page_size < 2^31, and for
- *   E4M3 with block scales h_kv == 1 and 16-byte aligned scales (one bulk
- *   copy of the tile's 64 rows of scales).  A launch with another
- *   kv_format, block_n, num_stages or block_m, pages of fewer than 64
- *   rows, or (pairs) an odd m_blocks traps.
- *   kv_map[] are CUtensorMaps over the cache viewed as [rows = num_pages
- *   * page_size][h_kv][row elements], boxes of 64 rows x 1 head:
- *     BF16:   [0] bf16, box 64 columns, SWIZZLE_128B (the wgmma layout);
- *     E4M3:   [0] u8, box 64 bytes, no swizzle (converted in shared memory);
- *     DS_MLA: [0] u8, box 64 bytes (the 512 nope bytes, 8 boxes),
- *             [1] u8, box 16 bytes at column 512 (the 4 fp32 scales),
- *             [2] u8, box 128 bytes at column 528 (bf16 RoPE), SWIZZLE_128B;
- *     E4M3, the 2-CTA pair kernel: [3] as [0] but 32 rows a box (each
- *             CTA of the pair loads half the tile's rows).
- * mla_hopper_pair_e4m3: the wide E4M3 kernel as clusters of 2 CTAs, the
- *   M tiles 2k and 2k + 1 of one (request, KV head, split), each
- *   converting half of every tile for both; grid x (m_blocks) must be even
- *   and both M tiles must see the same tiles (heads_per_kv a multiple of
- *   128).
+ * Hopper decode (kernels/sm90/hopper.cu, sm_90a only): the wide BF16
+ * kernel mla_hopper_decode_bf16, struct mla_hopper_params.
+ *   Same grid, PDL behaviour and workspace contract as mla_decode_bf16_n64,
+ *   with block_n 64 and num_stages 2 (the scheduler's tiles are the same),
+ *   block MLA_HOPPER_LEAN_THREADS (384); dynamic smem
+ *   MLA_HOPPER_SMEM_BYTES.  Needs page_size >= 64 (a KV tile is 64
+ *   consecutive rows of one page, one TMA box per 64 columns) and
+ *   num_pages * page_size < 2^31.  A launch with another kv_format,
+ *   block_n, num_stages or block_m, or pages of fewer than 64 rows traps.
+ *   kv_map is a CUtensorMap over the cache viewed as [rows = num_pages *
+ *   page_size][h_kv][576 bf16], box 64 columns x 1 head x 64 rows,
+ *   SWIZZLE_128B (the wgmma layout).
  * These kernels exist in the sm_90a image only; the host looks them up
  * on compute capability 9.0 only.
  */
@@ -333,7 +321,7 @@ struct mla_tensor_map {
     MLA_ALIGN64 uint64_t opaque[16]; /* a CUtensorMap */
 };
 struct mla_hopper_params {
-    struct mla_tensor_map kv_map[4];
+    struct mla_tensor_map kv_map; /* BF16 caches; unused with FP8 ones */
     struct mla_decode_params p;
 };
 
@@ -341,17 +329,21 @@ struct mla_hopper_params {
 #define MLA_HOPPER_STAGES 2
 
 /*
- * The narrow sm_90a kernels, mla_hopper_narrow_<f>: the same contract,
- * grid and tensor maps as mla_hopper_decode_<f>, with M tiles of
- * MLA_NARROW_ROWS packed rows (block_m; BF16 takes at most one, FP8 two:
- * the 32 rows of two MTP tokens at 16 heads).  They compute
+ * The narrow sm_90a kernels, mla_hopper_narrow_<f>, f in {bf16, e4m3,
+ * dsmla}: the same contract as mla_hopper_decode_bf16, block
+ * MLA_DECODE_THREADS, with M tiles of MLA_NARROW_ROWS packed rows
+ * (block_m; BF16 takes at most one, FP8 two: the 32 rows of two MTP
+ * tokens at 16 heads).  They compute
  * S^T = K Q^T and O^T = V^T P^T (keys and value dims as the wgmma M, the
  * query rows as N = 16), so the Q tile holds only 16 rows.  Dynamic smem
- * mla_narrow_smem_bytes(f).  FP8 (E4M3, DS_MLA): the consumers read the
- * FP8 tile itself and convert it in registers
- * (kernels/sm90/hopper_narrow_fp8.cuh), so the stages hold FP8 as it lands and
- * more tiles are in flight: E4M3 takes five stages where they fit in the
- * 227 KB the launch asks for (spr <= 9), else four; DS_MLA four.
+ * mla_narrow_smem_bytes(f).  BF16 reads kv_map.  FP8 (E4M3, DS_MLA):
+ * the tiles land by bulk copies (no tensor map; E4M3 with block scales
+ * needs h_kv == 1 and 16-byte aligned scales, one bulk copy of the tile's
+ * 64 rows of scales), and the consumers read the FP8 tile itself and
+ * convert it in registers (kernels/sm90/hopper_narrow_fp8.cuh), so the
+ * stages hold FP8 as it lands and more tiles are in flight: E4M3 takes
+ * five stages where they fit in the 227 KB the launch asks for (spr <=
+ * 9), else four; DS_MLA four.
  */
 #define MLA_NARROW_ROWS 16
 #define MLA_NARROW8_STAGES_E4M3_MAX 5u
@@ -367,8 +359,8 @@ struct mla_hopper_params {
  */
 #define MLA_HOPPER_CHUNKS (MLA_D_QK / 64)
 
-/* Wide: the 64-row Q tile; the stages (FP8 lands in them and is
- * converted in place); per stage up to 64 x 18 fp32 block scales; the
+/* Wide BF16: the 64-row Q tile; the stages; the scale area (the
+ * warpgroups' running maxima, kernels/sm90/hopper_seesaw.cuh); the
  * consumers' row exchange (2 warpgroups x 64 rows); the mbarriers. */
 struct mla_hopper_smem {
     uint8_t q[MLA_HOPPER_CHUNKS][MLA_BLOCK_M][128];
@@ -435,6 +427,48 @@ MLA_HD_CONSTEXPR uint32_t mla_narrow_smem_bytes(int32_t fmt)
     return (uint32_t)sizeof(struct mla_narrow8_head) +
            MLA_NARROW8_STAGES_DSMLA * mla_narrow8_stage_bytes(fmt, 0) +
            (uint32_t)sizeof(struct mla_narrow8_tail) + 1024u;
+}
+
+/*
+ * The wide FP8 sm_90a kernels, mla_hopper_wide8_<f>, f in {e4m3 (no block
+ * scales), e4m3b (block scales), dsmla}: the contract and grid of
+ * mla_hopper_decode_bf16 (64-row M tiles, any number),
+ * MLA_HOPPER_LEAN_THREADS threads, the narrow FP8 kernels' bulk copies
+ * (no tensor map; E4M3 block scales need h_kv == 1 and 16-byte aligned
+ * scales).  Like the narrow FP8 kernels they compute S^T = K Q^T and
+ * O^T = V^T P^T with K and V^T built in registers from the FP8 stage as
+ * it landed, here with the 64 query rows as N: the two consumer
+ * warpgroups take the scores of alternate tiles and each multiplies every
+ * tile's P into its half of O^T's 512 rows (kernels/sm90/hopper_wide8.cuh).
+ * Dynamic smem mla_wide8_smem_bytes().
+ */
+#define MLA_WIDE8_STAGES 3u
+
+/* Head: the Q tile (its dims permuted as the narrow FP8 kernel's); the P
+ * tile of each warpgroup's tiles (64 rows x 64 keys), with the reference
+ * maxima and the factors for O that came with it; the key limits of the
+ * rows; the column exchange (warpgroup x warp x 64 columns).  Then
+ * MLA_WIDE8_STAGES stages of mla_narrow8_stage_bytes(), then the tail:
+ * the mbarriers. */
+struct mla_wide8_head {
+    uint8_t q[MLA_HOPPER_CHUNKS][MLA_BLOCK_M][128];
+    uint8_t p[2][MLA_BLOCK_M][128];
+    float ref[2][MLA_BLOCK_M];
+    float alpha[2][MLA_BLOCK_M];
+    int32_t lim[MLA_BLOCK_M];
+    float cx[2][4][MLA_BLOCK_M];
+    uint32_t changed[2];
+    uint32_t pad[2];
+};
+struct mla_wide8_tail {
+    uint64_t bars[32];
+};
+
+MLA_HD_CONSTEXPR uint32_t mla_wide8_smem_bytes(int32_t fmt, int32_t spr)
+{
+    return (uint32_t)sizeof(struct mla_wide8_head) +
+           MLA_WIDE8_STAGES * mla_narrow8_stage_bytes(fmt, spr) +
+           (uint32_t)sizeof(struct mla_wide8_tail) + 1024u;
 }
 
 #endif /* MLA_PARAMS_H */

@@ -6,7 +6,7 @@
  * Every wrapper that orders memory is `asm volatile` with a "memory"
  * clobber, so the compiler keeps it in program order with the shared
  * memory accesses around it.  Every target is sm_90 or later (configure
- * refuses older ones: griddepcontrol, bulk copies and clusters need it),
+ * refuses older ones: griddepcontrol and bulk copies need it),
  * so no wrapper has a fallback.
  *
  * SPDX-License-Identifier: MIT
@@ -87,70 +87,6 @@ MLA_DEV bool mbar_test(uint32_t bar, uint32_t parity)
     return done != 0;
 }
 
-/* The same wait at cluster scope: for barriers the other CTA of a 2-CTA
- * cluster arrives on (mbar_arrive_peer), so that what it did before its
- * arrival is ordered before what this thread does next. */
-MLA_DEV void mbar_wait_cluster(uint32_t bar, uint32_t parity)
-{
-    asm volatile(
-        "{\n\t"
-        ".reg .pred p;\n\t"
-        "WAIT_%=:\n\t"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n\t"
-        "@!p bra WAIT_%=;\n\t"
-        "}" ::"r"(bar),
-        "r"(parity)
-        : "memory");
-}
-
-/* ---- clusters ---- */
-
-/* This CTA's rank in its cluster. */
-MLA_DEV uint32_t cluster_rank()
-{
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-
-/* The shared::cluster address of shared address `a` in cluster CTA `rank`
- * (the same offset in its shared memory). */
-MLA_DEV uint32_t peer_addr(uint32_t a, uint32_t rank)
-{
-    uint32_t r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-    return r;
-}
-
-/* One arrival (release, cluster scope) on a barrier of another CTA of the
- * cluster; bar is a peer_addr() address. */
-MLA_DEV void mbar_arrive_peer(uint32_t bar)
-{
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(bar)
-                 : "memory");
-}
-
-/* Every thread of every CTA of the cluster meets here (release / acquire):
- * barriers initialized before it are usable by the other CTAs after it,
- * and no CTA leaves while another may still touch its shared memory. */
-MLA_DEV void cluster_sync()
-{
-    asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
-}
-
-/* Bulk copy of `bytes` (a multiple of 16, both addresses 16-byte
- * aligned) from this CTA's shared memory to another CTA's, completing
- * `bytes` transaction bytes on that CTA's barrier; dst and bar are
- * peer_addr() addresses.  The source must have been written before a
- * fence_proxy_async of each writer that is ordered before this call. */
-MLA_DEV void bulk_s2peer(uint32_t dst, uint32_t src, uint32_t bytes, uint32_t bar)
-{
-    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes"
-                 " [%0], [%1], %2, [%3];" ::"r"(dst),
-                 "r"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-}
-
 /* ---- proxies ---- */
 
 /* Orders this thread's generic-proxy shared-memory accesses before later
@@ -183,12 +119,6 @@ MLA_DEV void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes, uint32_t ba
                  " [%0], [%1], %2, [%3], %4;" ::"r"(dst),
                  "l"(src), "r"(bytes), "r"(bar), "l"(pol)
                  : "memory");
-}
-
-/* Brings `bytes` (a multiple of 16) at src (16-byte aligned) into L2. */
-MLA_DEV void prefetch_l2(const void *src, uint32_t bytes)
-{
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
 }
 
 /* 4-byte asynchronous copy (generic proxy), for data whose size or
@@ -369,6 +299,14 @@ MLA_DEV uint32_t pack_bf16x2(float lo, float hi)
 {
     uint32_t d;
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+
+/* The same in f16. */
+MLA_DEV uint32_t pack_f16x2(float lo, float hi)
+{
+    uint32_t d;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
     return d;
 }
 

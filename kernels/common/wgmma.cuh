@@ -84,20 +84,6 @@ MLA_DEV void wg_hold(float (&d)[NT][4])
             asm volatile("" : "+f"(d[i][e])::"memory");
 }
 
-/* d (+)= A[64 x 16] B[16 x 32]: A and B K-major in shared memory (Q K^T). */
-MLA_DEV void wgmma_m64n32_ss(float (&d)[4][4], uint64_t da, uint64_t db, uint32_t accumulate)
-{
-    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %18, 0;\n\t"
-                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
-                 "}, %16, %17, p, 1, 1, 0, 0;\n\t}"
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
-        : "l"(da), "l"(db), "r"(accumulate));
-}
-
 /* d (+)= A[64 x 16] B[16 x 64]: A and B K-major in shared memory (Q K^T
  * of a whole 64-key tile). */
 MLA_DEV void wgmma_m64n64_ss(float (&d)[8][4], uint64_t da, uint64_t db, uint32_t accumulate)
@@ -157,8 +143,37 @@ MLA_DEV void wgmma_m64n16_rs(float (&d)[2][4], const uint32_t (&a)[4], uint64_t 
 }
 #undef MLA_WGMMA_M64N16_RS
 
-/* The 64 accumulator operands of an m64n128 wgmma: columns [8 NT0, 8 NT0 +
- * 128) of the accumulator d. */
+/* d (+)= A[64 x 16] B[16 x 64], A in registers (the m16n8k16 fragments
+ * of wgmma_m64n16_rs), B K-major in shared memory: the wide FP8 kernel's
+ * S^T = K Q^T and O^T = V^T P^T with 64 query rows.  F16: f16 operands. */
+#define MLA_WGMMA_M64N64_RS(ty)                                                                 \
+    "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %37, 0;\n\t"                                          \
+    "wgmma.mma_async.sync.aligned.m64n64k16.f32." ty "." ty " {"                                \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                    \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"            \
+    "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n\t}"
+template <bool F16 = false>
+MLA_DEV void wgmma_m64n64_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db,
+                             uint32_t accumulate)
+{
+#define MLA_OPERANDS                                                                            \
+    : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), \
+      "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
+      "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), \
+      "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+      "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), \
+      "+f"(d[7][2]), "+f"(d[7][3])                                                              \
+    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate)
+    if constexpr (F16)
+        asm volatile(MLA_WGMMA_M64N64_RS("f16") MLA_OPERANDS);
+    else
+        asm volatile(MLA_WGMMA_M64N64_RS("bf16") MLA_OPERANDS);
+#undef MLA_OPERANDS
+}
+#undef MLA_WGMMA_M64N64_RS
+
+/* 64 accumulator operands: columns [8 NT0, 8 NT0 + 128) of the
+ * accumulator d, half of an m64n256 wgmma's. */
 #define MLA_WGMMA_ACC128(d, NT0) \
     "+f"(d[NT0 + 0][0]), "+f"(d[NT0 + 0][1]), "+f"(d[NT0 + 0][2]), "+f"(d[NT0 + 0][3]), \
     "+f"(d[NT0 + 1][0]), "+f"(d[NT0 + 1][1]), "+f"(d[NT0 + 1][2]), "+f"(d[NT0 + 1][3]), \
@@ -184,37 +199,6 @@ MLA_DEV void wgmma_m64n16_rs(float (&d)[2][4], const uint32_t (&a)[4], uint64_t 
     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "   \
     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 
-/* d (+)= A[64 x 16] B[16 x 128]: A K-major, B MN-major (imm-trans-b) in
- * shared memory (P V); d is columns [8 NT0, 8 NT0 + 128) of a wider
- * accumulator.  (ptxas checks one instruction's registers against the
- * kernel's entry limit, 128 at 512 threads, so the kernels of 512 threads
- * cannot use the m64n256 forms below and issue two of these instead.) */
-template <int NT0>
-MLA_DEV void wgmma_m64n128_ss_tb(float (&d)[32][4], uint64_t da, uint64_t db, uint32_t accumulate)
-{
-    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-                 MLA_WGMMA_D128_REGS
-                 "}, %64, %65, p, 1, 1, 0, 1;\n\t}"
-        : MLA_WGMMA_ACC128(d, NT0)
-        : "l"(da), "l"(db), "r"(accumulate));
-}
-
-/* The same with A in registers (P: the m16n8k16 A fragment of each
- * warp's 16 rows, as wgmma_m64n16_rs); A must not change until the wgmma
- * has retired. */
-template <int NT0>
-MLA_DEV void wgmma_m64n128_rs_tb(float (&d)[32][4], const uint32_t (&a)[4], uint64_t db,
-                                 uint32_t accumulate)
-{
-    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %69, 0;\n\t"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-                 MLA_WGMMA_D128_REGS
-                 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n\t}"
-        : MLA_WGMMA_ACC128(d, NT0)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
-}
-
 /* The 128 accumulator operands of an m64n256 wgmma, %0 .. %127 in the
  * instruction string. */
 #define MLA_WGMMA_D256_REGS                                                                \
@@ -229,7 +213,8 @@ MLA_DEV void wgmma_m64n128_rs_tb(float (&d)[32][4], const uint32_t (&a)[4], uint
  * shared memory (P V over a warpgroup's 256 columns: four 64-column
  * chunks, the descriptor's lbo apart); d is the whole accumulator.  Only
  * in kernels whose entry limit holds the 128 accumulators and the
- * operands (384 threads: 168 registers; see above). */
+ * operands: ptxas checks one instruction's registers against it (384
+ * threads: 168 registers; 512 threads: 128, too few). */
 MLA_DEV void wgmma_m64n256_ss_tb(float (&d)[32][4], uint64_t da, uint64_t db, uint32_t accumulate)
 {
     asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %130, 0;\n\t"
@@ -240,8 +225,9 @@ MLA_DEV void wgmma_m64n256_ss_tb(float (&d)[32][4], uint64_t da, uint64_t db, ui
         : "l"(da), "l"(db), "r"(accumulate));
 }
 
-/* The same with A in registers (as wgmma_m64n128_rs_tb); A must not
- * change until the wgmma has retired. */
+/* The same with A in registers (P: the m16n8k16 A fragment of each
+ * warp's 16 rows, as wgmma_m64n16_rs); A must not change until the wgmma
+ * has retired. */
 MLA_DEV void wgmma_m64n256_rs_tb(float (&d)[32][4], const uint32_t (&a)[4], uint64_t db,
                                  uint32_t accumulate)
 {

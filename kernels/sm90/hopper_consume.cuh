@@ -1,9 +1,9 @@
 /*
- * hopper_consume.cuh - what the consumer warpgroups of both sm_90a
- * layouts share: zeroing a BF16 tile's rows past the length, turning one
- * thread's barrier test into an answer both consumer warpgroups agree on, the
- * order of the steps of the tile loop, and the narrow kernels' column
- * reductions and P tile.
+ * hopper_consume.cuh - what the consumer warpgroups of the sm_90a layouts
+ * share: zeroing a BF16 tile's rows past the length, turning one thread's
+ * barrier test into an answer both consumer warpgroups agree on, the
+ * narrow BF16 kernel's tile loop, the wide BF16 kernel's P V and end, and
+ * the narrow kernels' column reductions and P tile.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -54,54 +54,30 @@ MLA_DEV bool consumers_test(uint32_t tid, uint32_t bar, uint32_t parity)
     return __shfl_sync(0xffffffffu, bar_red_or(kNbReady, 256, done) ? 1 : 0, 0) != 0;
 }
 
-/* A consumer thread frees stage st (after its wgmmas that read it
- * retired).  PAIR: the other CTA's converter sends its half of the next
- * tile into this stage, so each warp frees it there too (one arrival a
- * warp; all 32 lanes call this). */
-template <bool PAIR>
-MLA_DEV void release_stage(const Cta &c, const PipeState &st, uint32_t tid)
-{
-    c.pipe().consumer_release(st);
-    if (PAIR) {
-        __syncwarp();
-        if ((tid & 31u) == 0)
-            mbar_arrive_peer(peer_addr(c.pipe().empty_bar(st), c.rank ^ 1u));
-    }
-}
-
-/* Queue O[:, 256 wg .. 256 wg + 255] += P V for the wide tile at stg, P
- * (bf16, 64 rows x 64 keys, K-major) in the tile's chunk 8, V read
+/* Queue O[:, 256 wg .. 256 wg + 255] += P V for the wide BF16 tile at
+ * stg, P (bf16, 64 rows x 64 keys, K-major) in the tile's chunk 8, V read
  * N-major from chunks 4 wg .. 4 wg + 3 (kChunk apart: the descriptor's
- * lbo); one commit group.  N256: one m64n256 wgmma a k-step (kernels of
- * 384 threads), else two m64n128. */
-template <bool N256 = false>
+ * lbo), one m64n256 wgmma a k-step; one commit group. */
 MLA_DEV void pv_chunk8(float (&o)[32][4], uint32_t stg, uint32_t wg)
 {
     const uint64_t pa = wg_desc(stg + 8u * kChunk, 16u, 1024u);
     const uint64_t vb = wg_desc(stg + wg * 4u * kChunk, kChunk, 1024u);
     wg_fence();
 #pragma unroll
-    for (uint32_t ks = 0; ks < 4; ks++) {
-        const uint64_t da = wg_desc_add(pa, 32u * ks);
-        if constexpr (N256) {
-            wgmma_m64n256_ss_tb(o, da, wg_desc_add(vb, 2048u * ks), 1u);
-        } else {
-            wgmma_m64n128_ss_tb<0>(o, da, wg_desc_add(vb, 2048u * ks), 1u);
-            wgmma_m64n128_ss_tb<16>(o, da, wg_desc_add(vb, 2u * kChunk + 2048u * ks), 1u);
-        }
-    }
+    for (uint32_t ks = 0; ks < 4; ks++)
+        wgmma_m64n256_ss_tb(o, wg_desc_add(pa, 32u * ks), wg_desc_add(vb, 2048u * ks), 1u);
     wg_commit();
     wg_hold(o); /* o stays in these registers until the wait */
 }
 
-/* The end of a wide CTA, once every tile is consumed: each consumer
+/* The end of a wide BF16 CTA, once every tile is consumed: each consumer
  * warpgroup summed its own part of every row with the same maxima, so the
  * two row sums add (through the exchange area, ordered by the single-use
  * mbarrier sums); then each writes its 256 columns of the rows.  tid:
  * 0..255 over both warpgroups. */
 MLA_DEV void finish_wide(const mla_decode_params &p, const Cta &c, const float (&o)[32][4],
                          const OnlineSoftmax &sm, int row0, uint32_t wg, uint32_t tq,
-                         uint32_t tid, bool slots_busy = false)
+                         uint32_t tid)
 {
     /* The combine kernel may start launching; its griddepcontrol.wait
      * still waits for this grid to finish and its writes to be visible. */
@@ -111,10 +87,6 @@ MLA_DEV void finish_wide(const mla_decode_params &p, const Cta &c, const float (
     sm.finish(lsum);
     const uint32_t mine = c.xchg + 4u * (64u * wg + (uint32_t)row0);
     const uint32_t other = c.xchg + 4u * (64u * (wg ^ 1u) + (uint32_t)row0);
-    /* slots_busy: the other warpgroup may not have read the maximum this
-     * one left in its slot yet. */
-    if (slots_busy)
-        bar_sync(kNbSum, 256);
     if (tq == 0) {
         sts32(mine, __float_as_uint(lsum[0]));
         sts32(mine + 32u, __float_as_uint(lsum[1]));
@@ -202,9 +174,8 @@ MLA_DEV uint32_t p_tile_addr(uint32_t pbuf, uint32_t q, uint32_t k)
 }
 
 /*
- * The consumers' tile loop, the same order for both layouts (K is
- * WideConsumer or NarrowConsumer: ready, scores, softmax, publish_p, pv,
- * wait_o, release).  Scores of tile t + 1 are queued ahead of P V of tile
+ * The narrow BF16 consumers' tile loop (K is NarrowConsumer: ready,
+ * scores, softmax, publish_p, pv, wait_o, release).  Scores of tile t + 1 are queued ahead of P V of tile
  * t when t + 1 is already in shared memory, so its softmax runs while the
  * tensor cores do P V; otherwise P V goes first and the stage is freed
  * before blocking on the load (holding it would serialize load and

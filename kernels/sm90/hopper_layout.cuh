@@ -1,10 +1,11 @@
 /*
  * hopper_layout.cuh - what the roles of the sm_90a kernels (hopper.cu)
  * agree on: register budgets, the stage ring, the barrier block, named
- * barrier ids, and where each buffer of the three shared-memory layouts
- * (wide: 64-row Q tile, FP8 converted in place; narrow: 16-row Q tile,
- * BF16 stages, or FP8 stages read by the consumers themselves) lives:
- * the offsets of kernels/common/mla_params.h's structs.
+ * barrier ids, and where each buffer of the shared-memory layouts (wide
+ * BF16: 64-row Q tile and BF16 stages; narrow: 16-row Q tile, BF16
+ * stages, or FP8 stages read by the consumers themselves; wide FP8: 64-row
+ * Q tile and FP8 stages) lives: the offsets of
+ * kernels/common/mla_params.h's structs.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -36,43 +37,34 @@ constexpr uint32_t kNarrow8PTiles = sizeof(mla_narrow8_head::p[0]);
 static_assert(sizeof(mla_narrow8_head::q[0]) == kNarrowQChunk &&
                   sizeof(mla_narrow8_head::p[0][0]) == kPTile,
               "both narrow layouts' Q chunks and P tiles");
-/* Chunk groups the wide converter releases one by one (QK starts on the
- * first while the rest is converted): E4M3 chunks {0-2, 3-5, 6-8}, DS_MLA
- * nope chunks {0-2, 3-5, 6-7}. */
-constexpr int kGroups = 3;
-
 /* The barrier block of every layout: 8-byte mbarriers, then flag words. */
 struct Bars {
     uint64_t loaded[MLA_NARROW8_STAGES_E4M3_MAX]; /* TMA of a stage */
     uint64_t free[MLA_NARROW8_STAGES_E4M3_MAX];   /* consumers are done with a stage */
     uint64_t q;                                   /* Q is written (converter or consumers) */
-    /* Wide FP8: chunk group g of stage s is converted.  Narrow FP8
-     * converts nothing and keeps two words of the Q tile here: the
-     * writers' maxima (4 words) at qmax, the factor that undoes the f16
-     * tile's scaling at qscale. */
-    uint64_t converted[kStages][kGroups];
-    uint64_t unused;
-    /* Narrow FP8: the warpgroups' merge steps; wide: the BF16 hand-overs
+    /* Per layout: narrow FP8 keeps two words of the Q tile here (the
+     * writers' maxima, 4 words, at qmax; the factor that undoes the f16
+     * tile's scaling at qscale), wide FP8 its P slots' and end barriers
+     * (hopper_wide8.cuh). */
+    uint64_t words[7];
+    /* Narrow FP8: the warpgroups' merge steps; wide BF16: the hand-overs
      * to WG 1 and to WG 0, the final sums. */
     uint64_t merge[3];
-    /* Pairs: the other CTA has this CTA's half of the tile in stage s
-     * (hopper_seesaw.cuh, hand_over). */
-    uint64_t sent[kStages];
 };
 static_assert(sizeof(Bars) <= sizeof(mla_hopper_smem::bars) &&
                   sizeof(Bars) <= sizeof(mla_narrow_smem::bars) &&
                   sizeof(Bars) <= sizeof(mla_narrow8_tail::bars),
               "the barrier block fits every layout");
 constexpr uint32_t kBarLoaded = offsetof(Bars, loaded), kBarFree = offsetof(Bars, free),
-                   kBarQ = offsetof(Bars, q), kBarConverted = offsetof(Bars, converted),
-                   kBarMerge = offsetof(Bars, merge), kBarSent = offsetof(Bars, sent);
-constexpr uint32_t kQMax = kBarConverted, kQScale = kBarConverted + 16;
+                   kBarQ = offsetof(Bars, q), kBarWords = offsetof(Bars, words),
+                   kBarMerge = offsetof(Bars, merge);
+constexpr uint32_t kQMax = kBarWords, kQScale = kBarWords + 16;
 constexpr uint32_t kBarToWg1 = kBarMerge, kBarToWg0 = kBarMerge + 8, kBarSums = kBarMerge + 16;
 
 /* Named barriers (bar.sync ids): 1 row/partial exchange, 2 P written, 3
  * BF16 tail zeroed, 5 final sums, 8 whether the next tile has landed
  * (consumers_test; the two consumer WGs, 256 threads); 4 the converter
- * (128); 6 and 7 consumer WG 0 / 1 alone.  bar.sync is
+ * warpgroup (128); 6 and 7 consumer WG 0 / 1 alone.  bar.sync is
  * barrier.sync.aligned: the threads that meet at one must all execute the
  * same instruction, so a barrier of both WGs may sit in a branch only if
  * both WGs take it. */
@@ -84,22 +76,21 @@ template <int FMT, bool NARROW>
 constexpr bool kFp8Direct = NARROW && FMT != MLA_FMT_BF16;
 /* The wide BF16 kernel has no converter warpgroup (its tiles land as
  * wgmma reads them; its consumers load Q) and runs with 384 threads, so
- * that ptxas takes its m64n256 P V wgmmas (mla_params.h); the others run
- * with 512. */
-template <int FMT, bool NARROW, bool PAIR>
-constexpr bool kNoConverter = FMT == MLA_FMT_BF16 && !NARROW && !PAIR;
-template <int FMT, bool NARROW, bool PAIR>
+ * that ptxas takes its m64n256 P V wgmmas (mla_params.h); the narrow ones
+ * run with 512 (their converter warpgroup writes the Q tile). */
+template <int FMT, bool NARROW>
+constexpr bool kNoConverter = FMT == MLA_FMT_BF16 && !NARROW;
+template <int FMT, bool NARROW>
 constexpr uint32_t kThreads =
-    kNoConverter<FMT, NARROW, PAIR> ? MLA_HOPPER_BF16_THREADS : MLA_DECODE_THREADS;
+    kNoConverter<FMT, NARROW> ? MLA_HOPPER_LEAN_THREADS : MLA_DECODE_THREADS;
 static_assert(mla_entry_regs(MLA_DECODE_THREADS) == 128 &&
-                  mla_entry_regs(MLA_HOPPER_BF16_THREADS) == 168,
+                  mla_entry_regs(MLA_HOPPER_LEAN_THREADS) == 168,
               "entry register counts (mla_params.h)");
 
-/* A narrow FP8 tile lands row-major in the stage by bulk copies (one with
- * a single KV head, whose rows are contiguous; else one per row),
+/* An FP8 tile lands row-major in the stage by bulk copies (one with a
+ * single KV head, whose rows are contiguous; else one per row),
  * kFp8RowPitch bytes a row (E4M3's 576, DS_MLA's 656 with the scales at
- * 512 and the bf16 RoPE at 528; mla_row_bytes); the wide FP8 tiles land
- * as 64-column boxes. */
+ * 512 and the bf16 RoPE at 528; mla_row_bytes). */
 template <int FMT, bool NARROW>
 constexpr bool kBulkTile = kFp8Direct<FMT, NARROW>;
 template <int FMT>
@@ -151,9 +142,7 @@ static_assert(kNumStages<MLA_FMT_FP8_E4M3, true> <= sizeof(Bars::loaded) / 8 &&
               "a barrier pair per stage");
 /* Swizzled tiles (Q, BF16 stages, P) start 1024-byte aligned; bulk copies
  * and 16-byte accesses need 16. */
-static_assert(offsetof(mla_hopper_smem, stages) % 1024 == 0 && kTile % 1024 == 0 &&
-                  offsetof(mla_hopper_smem, scales) % 16 == 0 &&
-                  sizeof(mla_hopper_smem::scales[0]) % 16 == 0,
+static_assert(offsetof(mla_hopper_smem, stages) % 1024 == 0 && kTile % 1024 == 0,
               "wide layout alignment");
 static_assert(offsetof(mla_narrow_smem, stages) % 1024 == 0 &&
                   offsetof(mla_narrow_smem, p) % 1024 == 0 &&
@@ -176,54 +165,29 @@ struct Cta : CtaWork {
     uint32_t xchg;    /* consumers' exchange area (not narrow FP8) */
     uint32_t cmax;    /* narrow: column exchange */
     uint32_t bars;
-    uint32_t rank;    /* 2-CTA pair: this CTA's rank, the half of each tile it
-                       * converts; else 0 */
     MLA_DEV uint32_t stage(uint32_t s) const { return skv + s * sstride; }
     MLA_DEV uint32_t scales(uint32_t s) const { return sscl + s * scl_stride; }
     /* loaded (full) and free (empty) barriers of the stage ring */
     MLA_DEV Pipe pipe() const { return Pipe{bars + kBarLoaded, bars + kBarFree}; }
 };
 
-/*
- * The 2-CTA pair kernel (E4M3): each CTA loads FP8 rows 32 rank .. 32
- * rank + 31 of every tile (32-row boxes, 2048 bytes per 64 columns: 9
- * "pieces") and converts them into its half of each BF16 chunk, the 4096
- * bytes at stage + 8192 c + 4096 rank, and sends that half to the other
- * CTA by a bulk copy; the other half arrives from there.  So the pieces
- * must lie in this CTA's own halves, where the other CTA never writes,
- * and where the conversion overwrites them only after they are read:
- * piece 8 at the upper 2048 bytes of half 4, piece p < 8 in half 5 + p /
- * 2, so chunks 0-3 convert freely (hopper_convert.cuh, convert_pair).
- */
-constexpr uint32_t kPairPieces = 9;
-
-MLA_DEV uint32_t pair_piece(uint32_t stg, uint32_t rank, uint32_t p)
-{
-    const uint32_t half = stg + 4096u * rank;
-    if (p == 8)
-        return half + 4u * kChunk + 2048u;
-    return half + (5u + (p >> 1)) * kChunk + 2048u * (p & 1u);
-}
-
 /* Whether this launch matches the instantiation.  The host launches each
  * kernel only with a plan made for it, so a mismatch is a library bug:
  * the kernel traps rather than hang or overrun shared memory. */
-template <int FMT, bool NARROW, bool PAIR = false>
+template <int FMT, bool NARROW>
 MLA_DEV bool launch_matches(const mla_decode_params &p)
 {
-    if (PAIR && ((p.m_blocks & 1) || p.heads_per_kv % (2 * MLA_BLOCK_M) != 0))
-        return false;
     return p.kv_format == FMT && p.block_n == (int)kBN && p.num_stages == (int)kStages &&
            p.page_size >= (int)kBN && p.block_m == (NARROW ? MLA_NARROW_ROWS : MLA_BLOCK_M);
 }
 
 /* The buffers of the layout (every field but the CtaWork ones). */
-template <int FMT, bool NARROW, bool PAIR = false>
+template <int FMT, bool NARROW>
 MLA_DEV void layout(const mla_decode_params &p, Cta &c)
 {
+    static_assert(NARROW || FMT == MLA_FMT_BF16, "the wide FP8 layout is wide8_layout's");
     extern __shared__ __align__(1024) uint8_t smem[];
     const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;
-    c.rank = PAIR ? cluster_rank() : 0u;
     c.sq = base;
     c.sstride = kTile;
     c.scl_stride = sizeof(mla_hopper_smem::scales[0]);
@@ -262,17 +226,58 @@ MLA_DEV void layout(const mla_decode_params &p, Cta &c)
     }
 }
 
+/* The wide FP8 layout (mla_wide8_head, the FP8 stages as the narrow FP8
+ * kernels land them, mla_wide8_tail): its launch check and buffers. */
+template <int FMT>
+MLA_DEV bool wide8_launch_matches(const mla_decode_params &p)
+{
+    return FMT != MLA_FMT_BF16 && p.kv_format == FMT && p.block_n == (int)kBN &&
+           p.num_stages == (int)kStages && p.page_size >= (int)kBN && p.block_m == MLA_BLOCK_M;
+}
+
+template <int FMT>
+MLA_DEV void wide8_layout(const mla_decode_params &p, Cta &c)
+{
+    extern __shared__ __align__(1024) uint8_t smem[];
+    using L = mla_wide8_head;
+    const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;
+    c.sq = base;
+    c.qchunk = kChunk;
+    c.pbuf = base + (uint32_t)offsetof(L, p);
+    c.xchg = base; /* the head: hopper_wide8.cuh takes its fields by offsetof */
+    c.cmax = base + (uint32_t)offsetof(L, cx);
+    c.skv = base + (uint32_t)sizeof(L);
+    c.sstride = c.scl_stride = mla_narrow8_stage_bytes(FMT, p.scales_per_row);
+    c.nstages = MLA_WIDE8_STAGES;
+    c.sscl = c.skv + (FMT == MLA_FMT_FP8_DS_MLA ? kDsScaleOffset : kBN * kFp8RowPitch<FMT>);
+    c.bars = c.skv + c.nstages * c.sstride + (uint32_t)offsetof(mla_wide8_tail, bars);
+}
+
+constexpr bool wide8_fits(int32_t fmt, int32_t spr)
+{
+    return mla_wide8_smem_bytes(fmt, spr) <= MLA_SMEM_BUDGET;
+}
+static_assert(wide8_fits(MLA_FMT_FP8_E4M3, 0) && wide8_fits(MLA_FMT_FP8_E4M3, MLA_SPR_128) &&
+                  wide8_fits(MLA_FMT_FP8_E4M3, MLA_SPR_64) &&
+                  wide8_fits(MLA_FMT_FP8_E4M3, MLA_SPR_32) &&
+                  wide8_fits(MLA_FMT_FP8_DS_MLA, 0),
+              "the wide FP8 layout fits");
+static_assert(offsetof(mla_wide8_head, p) % 1024 == 0 && sizeof(mla_wide8_head) % 16 == 0 &&
+                  MLA_WIDE8_STAGES <= sizeof(Bars::loaded) / 8 &&
+                  sizeof(Bars) <= sizeof(mla_wide8_tail::bars),
+              "wide FP8 layout alignment and barrier block");
+
 /* The work of this CTA and its buffers; false if it has nothing to do
  * (uniform over the CTA).  NARROW picks the layout.  The launch matches
  * here (decode traps otherwise); the roles ask again to keep their code
  * as measured (without the test ptxas allocates their registers
  * differently). */
-template <int FMT, bool NARROW, bool PAIR = false>
+template <int FMT, bool NARROW>
 MLA_DEV bool setup(const mla_decode_params &p, Cta &c)
 {
-    if (!launch_matches<FMT, NARROW, PAIR>(p))
+    if (!launch_matches<FMT, NARROW>(p))
         return false;
-    layout<FMT, NARROW, PAIR>(p, c);
+    layout<FMT, NARROW>(p, c);
     return cta_work(p, kBN, c);
 }
 

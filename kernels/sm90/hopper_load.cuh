@@ -1,8 +1,8 @@
 /*
  * hopper_load.cuh - the producer side of the sm_90a kernels: the loader
- * (one elected lane issuing TMA boxes through the block table) and the Q
- * tile, filled by the converter warpgroup before its first tile (by the
- * consumers in the wide BF16 kernel, which has no converter).
+ * (one elected lane issuing TMA boxes or bulk copies through the block
+ * table) and the Q tile, filled by the converter warpgroup of the narrow
+ * kernels (by the consumers in the wide kernels, which have none).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -16,42 +16,28 @@ namespace hopper {
 
 /*
  * Per tile: BF16 as one box of 64 rows per 64 columns, landing in a stage
- * in the wgmma layout (SWIZZLE_128B), in both layouts.  Narrow FP8 as
- * bulk copies of its 64 rows to the start of the stage, row-major
- * (kBulkTile: one copy with one KV head, else one per row); wide FP8 as
- * 64-byte-wide boxes to the upper half of the stage (converted in
- * place), chunk c at dst + 4096 c, DS_MLA's scales
- * (16 bytes a row) to `scl` and its bf16 RoPE box to dst + 32768 (the
- * stage's chunk 8 itself).  E4M3 block scales by one bulk copy to `scl`.
+ * in the wgmma layout (SWIZZLE_128B), in both BF16 layouts.  FP8 (NARROW:
+ * the narrow kernels and the wide FP8 one) as bulk copies of its 64 rows
+ * to the start of the stage, row-major (kBulkTile: one copy with one KV
+ * head, else one per row), E4M3 block scales by one bulk copy to `scl`.
  */
-template <int FMT, bool NARROW, bool PAIR>
+template <int FMT, bool NARROW>
 MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
 {
     const mla_decode_params &p = hp.p;
-    const void *map0 = &hp.kv_map[0], *map1 = &hp.kv_map[1], *map2 = &hp.kv_map[2];
-    /* Narrow FP8 copies its tiles without a tensor map. */
+    const void *map0 = &hp.kv_map;
+    /* FP8 copies its tiles without a tensor map. */
     constexpr bool kBulk = kBulkTile<FMT, NARROW>;
-    if (!kBulk) {
-        prefetch_tensormap(PAIR ? (const void *)&hp.kv_map[3] : map0);
-        if (FMT == MLA_FMT_FP8_DS_MLA) {
-            prefetch_tensormap(map1);
-            prefetch_tensormap(map2);
-        }
-    }
+    static_assert(kBulk || FMT == MLA_FMT_BF16, "FP8 tiles land by bulk copies");
+    if (!kBulk)
+        prefetch_tensormap(map0);
     /* KV read by one CTA only: let it leave L2 first. */
     const uint64_t pol = p.m_blocks == 1 ? policy_evict_first() : policy_evict_normal();
     const int32_t *bt = (const int32_t *)p.block_table + (int64_t)c.b * p.max_pages_per_seq;
     const int spr = FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0;
     const uint32_t sbytes = kBN * 4u * (uint32_t)spr;
-    /* An FP8 tile is its rows' bytes however it lands (DS_MLA's boxes:
-     * nope, scales, RoPE), plus E4M3's block scales. */
-    uint32_t bytes = FMT == MLA_FMT_BF16 ? kTile : kBN * kFp8RowPitch<FMT> + sbytes;
-    /* A pair CTA loads half the rows (hopper_layout.cuh). */
-    if (PAIR)
-        bytes -= kPairPieces * 2048u;
-    static_assert(8u * 4096u + kBN * 16u + kChunk == kBN * kFp8RowPitch<MLA_FMT_FP8_DS_MLA> &&
-                      kTile / 2 == kBN * kFp8RowPitch<MLA_FMT_FP8_E4M3>,
-                  "an FP8 tile's boxes are its rows' bytes");
+    /* An FP8 tile is its rows' bytes, plus E4M3's block scales. */
+    const uint32_t bytes = FMT == MLA_FMT_BF16 ? kTile : kBN * kFp8RowPitch<FMT> + sbytes;
     const int pshift = p.page_shift, pmask = p.page_size - 1;
     const Pipe pipe = c.pipe();
     PipeState st;
@@ -60,24 +46,16 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     for (int t = c.t0; t < c.t1; t++) {
         const int row0 = (page << pshift) + ((t * (int)kBN) & pmask);
         const int next = t + 1 < c.t1 ? page_at(p, bt, ((t + 1) * (int)kBN) >> pshift) : 0;
-        /* Pairs: free once both CTAs' consumers are done with it, as each
-         * CTA's converter writes into both (waiting here rather than in
-         * the converter measured 2 % faster: doc/performance.md, Measured reasons). */
-        if (PAIR)
-            mbar_wait_cluster(pipe.empty_bar(st), st.phase ^ 1u);
-        else
-            pipe.producer_acquire(st);
+        pipe.producer_acquire(st);
         const uint32_t bar = pipe.full_bar(st);
-        const uint32_t dst = c.stage(st.stage) + (kBulk                     ? 0u
-                                                  : FMT == MLA_FMT_FP8_E4M3 ? kTile / 2
-                                                                            : 4u * kChunk);
+        const uint32_t dst = c.stage(st.stage);
         const uint32_t scl = c.scales(st.stage);
         mbar_arrive_expect_tx(bar, bytes);
         if (FMT == MLA_FMT_BF16) {
 #pragma unroll
             for (int k = 0; k < 9; k++)
                 tma_load_3d(c.stage(st.stage) + k * kChunk, map0, 64 * k, c.kh, row0, bar, pol);
-        } else if (kBulk) {
+        } else {
             /* One KV head: the tile's rows are contiguous, one copy (the
              * 64-byte-wide boxes moved E4M3 tiles 6 % slower); else its
              * rows are h_kv rows apart, one copy each. */
@@ -88,32 +66,6 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
             else
                 for (uint32_t r = 0; r < kBN; r++)
                     bulk_g2s(dst + r * kRow, src + (int64_t)r * p.h_kv * kRow, kRow, bar, pol);
-        } else if (PAIR) {
-            const void *map3 = &hp.kv_map[3];
-            const uint32_t stg = c.stage(st.stage);
-#pragma unroll
-            for (uint32_t k = 0; k < kPairPieces; k++)
-                tma_load_3d(pair_piece(stg, c.rank, k), map3, 64 * (int)k, c.kh,
-                            row0 + 32 * (int)c.rank, bar, pol);
-            /* With each tile converted in half the time, the load's
-             * latency is on the critical path (two stages): this CTA's
-             * rows of the next tile go to L2 now (one KV head: contiguous;
-             * two tiles ahead measured the same). */
-            if (t + 1 < c.t1 && p.h_kv == 1) {
-                const int prow = (next << pshift) + (((t + 1) * (int)kBN) & pmask) + 32 * (int)c.rank;
-                prefetch_l2((const uint8_t *)p.kv + (int64_t)prow * kFp8RowPitch<FMT>,
-                            32u * kFp8RowPitch<FMT>);
-            }
-        } else if (FMT == MLA_FMT_FP8_E4M3) {
-#pragma unroll
-            for (int k = 0; k < 9; k++)
-                tma_load_3d(dst + 4096u * k, map0, 64 * k, c.kh, row0, bar, pol);
-        } else {
-#pragma unroll
-            for (int k = 0; k < 8; k++)
-                tma_load_3d(dst + 4096u * k, map0, 64 * k, c.kh, row0, bar, pol);
-            tma_load_3d(scl, map1, kDsScaleOffset, c.kh, row0, bar, pol);
-            tma_load_3d(dst + 8u * 4096u, map2, kDsRopeOffset, c.kh, row0, bar, pol);
         }
         if (spr > 0) /* h_kv == 1: the tile's scales are contiguous */
             bulk_g2s(scl, (const float *)p.scales + (int64_t)row0 * spr, sbytes, bar, pol);
@@ -126,11 +78,11 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
  * into the swizzled Q tile (chunks of c.qchunk bytes); rows past rows_here
  * are zeros (their scores are never used, but must not be NaN garbage
  * inside the MMA).  nrows x 72 granules of 16 bytes, by threads tid = 0
- * .. nthreads - 1 (the converter warpgroup: up to 36 a thread; the wide
- * BF16 kernel's two consumer warpgroups: 18), all in flight at once as
- * cp.async copies (through registers, the converter's 56 a thread allow
- * six at a time: six round trips to memory, most of a short CTA's
- * start).  The caller waits for them (cp_async_wait_all). */
+ * .. nthreads - 1 (the narrow BF16 kernel's converter warpgroup: 9 a
+ * thread; the wide BF16 kernel's two consumer warpgroups: 18), all in
+ * flight at once as cp.async copies (through registers, the converter's
+ * 56 a thread allow six at a time: six round trips to memory, most of a
+ * short CTA's start).  The caller waits for them (cp_async_wait_all). */
 MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid, int nrows,
                     uint32_t nthreads = 128u)
 {
@@ -179,12 +131,15 @@ MLA_DEV QGranule q_granule(const mla_decode_params &p, const Cta &c, uint32_t i)
 }
 
 /* BF16 as it is, all in flight as cp.async copies; the caller waits
- * (cp_async_wait_all). */
+ * (cp_async_wait_all).  ROWS rows (16, or the wide FP8 kernel's 64) by
+ * THREADS threads. */
+template <uint32_t ROWS = MLA_NARROW_ROWS, uint32_t THREADS = 128>
 MLA_DEV void load_q_permuted(const mla_decode_params &p, const Cta &c, uint32_t tid)
 {
+    static_assert(ROWS * 72u % THREADS == 0, "whole granules a thread");
 #pragma unroll 3
-    for (uint32_t k = 0; k < 9; k++) {
-        const QGranule q = q_granule(p, c, tid + 128u * k);
+    for (uint32_t k = 0; k < ROWS * 72u / THREADS; k++) {
+        const QGranule q = q_granule(p, c, tid + THREADS * k);
 #pragma unroll
         for (uint32_t t = 0; t < 4; t++)
             cp_async_4z(q.dst + 4u * t, q.src ? q.src + 8u * t : (const uint32_t *)p.q,
@@ -198,20 +153,27 @@ MLA_DEV void load_q_permuted(const mla_decode_params &p, const Cta &c, uint32_t 
  * (e4m3_lo/hi_f16x2).  kq puts the tile's largest |q| in [2^14, 2^15), so
  * f16 holds every bf16 value exactly but those below 2^-38 of that
  * largest (flushed towards zero: a change of the scores far below fp32
- * accumulation error); returns 2^-kq, the factor that undoes it.  All 128
- * threads of the warpgroup call it; named barrier kNbCvt, scratch words at
- * maxw (4 words).
+ * accumulation error); returns 2^-kq, the factor that undoes it.  ALL:
+ * the BF16 chunks are scaled by 2^kq too (exact), and count for the
+ * largest |q| (for scores that sum f16 and BF16 chunks in one
+ * accumulator).  All THREADS threads call it; named barrier BAR, scratch
+ * words at maxw (one a warp).
  */
+template <uint32_t ROWS = MLA_NARROW_ROWS, uint32_t THREADS = 128, uint32_t BAR = kNbCvt,
+          bool ALL = false>
 MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint32_t tid,
                                   uint32_t nf16, uint32_t maxw)
 {
-    /* Two passes over the 36 words of a thread (the second from L1): the
-     * warpgroup's 56 registers do not hold them across the reduction. */
+    static_assert(ROWS * 72u % THREADS == 0, "whole granules a thread");
+    constexpr uint32_t kIters = ROWS * 72u / THREADS;
+    /* Two passes over the words of a thread (the second from L1): the
+     * narrow kernels' converter warpgroup's 56 registers do not hold them
+     * across the reduction. */
     uint32_t m = 0u; /* bits of the largest |q|: non-negative floats order as integers */
 #pragma unroll 3
-    for (uint32_t k = 0; k < 9; k++) {
-        const QGranule q = q_granule(p, c, tid + 128u * k);
-        if (q.src && q.ch < nf16)
+    for (uint32_t k = 0; k < kIters; k++) {
+        const QGranule q = q_granule(p, c, tid + THREADS * k);
+        if (q.src && (ALL || q.ch < nf16))
 #pragma unroll
             for (uint32_t t = 0; t < 4; t++) {
                 const uint32_t x = __ldg(q.src + 8u * t);
@@ -225,23 +187,34 @@ MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint
     m = __reduce_max_sync(0xffffffffu, m);
     if ((tid & 31u) == 0)
         sts32(maxw + 4u * (tid >> 5), m);
-    bar_sync(kNbCvt, 128);
-    m = max(max(lds32(maxw), lds32(maxw + 4u)), max(lds32(maxw + 8u), lds32(maxw + 12u)));
+    bar_sync(BAR, THREADS);
+    if constexpr (THREADS == 128) {
+        m = max(max(lds32(maxw), lds32(maxw + 4u)), max(lds32(maxw + 8u), lds32(maxw + 12u)));
+    } else {
+        m = 0u;
+#pragma unroll
+        for (uint32_t w = 0; w < THREADS / 32u; w++)
+            m = max(m, lds32(maxw + 4u * w));
+    }
     /* floor(log2 max) = e; kq = 14 - e, kept where 2^kq and 2^-kq are
      * normal floats (a zero tile: anything). */
     const int e = (int)(m >> 23) - 127;
     const int kq = max(-120, min(100, 14 - e));
     const float up = __int_as_float((127 + kq) << 23);
 #pragma unroll 3
-    for (uint32_t k = 0; k < 9; k++) {
-        const QGranule q = q_granule(p, c, tid + 128u * k);
+    for (uint32_t k = 0; k < kIters; k++) {
+        const QGranule q = q_granule(p, c, tid + THREADS * k);
 #pragma unroll
         for (uint32_t t = 0; t < 4; t++) {
             uint32_t x = q.src ? __ldg(q.src + 8u * t) : 0u;
             if (q.ch < nf16) {
                 const float lo = __uint_as_float(x << 16) * up;
                 const float hi = __uint_as_float(x & 0xffff0000u) * up;
-                asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(x) : "f"(hi), "f"(lo));
+                x = pack_f16x2(lo, hi);
+            } else if (ALL) {
+                const float lo = __uint_as_float(x << 16) * up;
+                const float hi = __uint_as_float(x & 0xffff0000u) * up;
+                x = pack_bf16x2(lo, hi);
             }
             sts32(q.dst + 4u * t, x);
         }

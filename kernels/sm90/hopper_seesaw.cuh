@@ -29,21 +29,10 @@
  * phase per pair; each side writes its next value only after it waited
  * for the other's, so one word per row and side suffices).
  *
- * The BF16 kernel has no converter warpgroup (384 threads, hopper.cu):
- * both warpgroups load the Q tile first, and each P V k-step is one
- * m64n256k16 over the warpgroup's 256 columns, which the entry limit of
- * 168 registers admits (at 512 threads, 128, it takes two m64n128k16).
- *
- * E4M3 tiles of the 2-CTA pair kernels take the same consumers: the
- * converters of both CTAs write BF16 in the same layout, with rows past
- * the length as zeros, and a tile is ready when its three converted
- * barriers completed.  Their maxima go through the exchange area (the
- * scale area holds block scales), which the final sums reuse once both
- * warpgroups are past their last hand-over.  P goes into chunk 8 of the
- * stage as with BF16, but this CTA's half of that chunk is also the source
- * of its converter's bulk copy to the other CTA, which nothing here sees
- * finish: a warpgroup writes P only after the other CTA's warpgroup of the
- * same stage reported the tile complete there (barrier sent[s]).
+ * The kernel has no converter warpgroup (384 threads, hopper.cu): both
+ * warpgroups load the Q tile first, and each P V k-step is one m64n256k16
+ * over the warpgroup's 256 columns, which the entry limit of 168
+ * registers admits (at 512 threads, 128, it would take two m64n128k16).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -53,7 +42,6 @@
 #include "hopper_layout.cuh"
 #include "hopper_consume.cuh"
 #include "hopper_load.cuh"
-#include "hopper_convert.cuh"
 #include "wgmma.cuh"
 #include "softmax.cuh"
 #include "epilogue.cuh"
@@ -76,14 +64,11 @@ MLA_DEV void qk_tile(float (&s)[8][4], uint32_t sq, uint32_t stg)
         }
 }
 
-template <int FMT, bool PAIR>
 struct SeesawConsumer {
-    static_assert(FMT != MLA_FMT_FP8_DS_MLA, "DS_MLA's RoPE scores need more registers");
-    static_assert(PAIR == (FMT == MLA_FMT_FP8_E4M3), "E4M3 tiles come from the pair converters");
-    /* No converter (BF16): 384 threads, whose entry limit takes the
-     * m64n256 P V wgmmas; the consumers load Q themselves. */
-    static constexpr bool kN256 = kNoConverter<FMT, false, PAIR>;
-    static_assert(!kN256 || mla_entry_regs(kThreads<FMT, false, PAIR>) > 128,
+    /* No converter: 384 threads, whose entry limit takes the m64n256 P V
+     * wgmmas; the consumers load Q themselves. */
+    static_assert(kNoConverter<MLA_FMT_BF16, false> &&
+                      mla_entry_regs(kThreads<MLA_FMT_BF16, false>) > 128,
                   "m64n256 takes more than 128 registers at entry");
     const mla_decode_params &p;
     const Cta &c;
@@ -102,9 +87,8 @@ struct SeesawConsumer {
     {
         row0 = (int)(16u * wl + g);
         row_limits(p, c, row0, lim);
-        const uint32_t slots = FMT == MLA_FMT_BF16 ? c.sscl : c.xchg;
-        mine = slots + 4u * (64u * wg + (uint32_t)row0);
-        other = slots + 4u * (64u * (wg ^ 1u) + (uint32_t)row0);
+        mine = c.sscl + 4u * (64u * wg + (uint32_t)row0);
+        other = c.sscl + 4u * (64u * (wg ^ 1u) + (uint32_t)row0);
 #pragma unroll
         for (int i = 0; i < 32; i++)
             o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
@@ -118,20 +102,9 @@ struct SeesawConsumer {
     MLA_DEV void scores(int t, const PipeState &st)
     {
         const uint32_t stg = c.stage(st.stage);
-        if (FMT == MLA_FMT_BF16) {
-            mbar_wait(c.pipe().full_bar(st), st.phase);
-        } else {
-            /* the groups' barriers complete in any order (bulk copies) */
-            for (int grp = 0; grp < kGroups; grp++)
-                mbar_wait(converted_bar(c.bars, st.stage, grp), st.phase);
-            /* Pairs: the other CTA's half of the tile has landed here, so
-             * its bulk copies are done reading it there: tell it (its
-             * hand_over of this tile waits for that). */
-            if (PAIR && (tid & 127u) == 0)
-                mbar_arrive_peer(peer_addr(sent_bar(c.bars, st.stage), c.rank ^ 1u));
-        }
+        mbar_wait(c.pipe().full_bar(st), st.phase);
         const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
-        if (FMT == MLA_FMT_BF16 && nvalid < kBN) /* the other WG reads these rows only after a hand-over */
+        if (nvalid < kBN) /* the other WG reads these rows only after a hand-over */
             zero_tail(stg, nvalid, tid & 127u, 128u, kNbWg0 + wg);
         wg_fence();
         qk_tile(s, c.sq, stg);
@@ -149,7 +122,7 @@ struct SeesawConsumer {
     {
         wg_wait<1>();
         wg_hold(o);
-        release_stage<PAIR>(c, st, tid);
+        c.pipe().consumer_release(st);
     }
 
     /* P of tile t in s and pf, the running maximum past it in sm.m, and
@@ -170,22 +143,14 @@ struct SeesawConsumer {
 
     /* Hand the running maximum (and with_p: this WG's P, bf16 in chunk 8
      * of stage `stage`, K-major like the A of pv_shared) to the other WG
-     * through mbarrier `bar`.  parity: the phase of the stage's tile. */
-    MLA_DEV void hand_over(uint32_t stage, bool with_p, uint32_t bar, uint32_t parity)
+     * through mbarrier `bar`. */
+    MLA_DEV void hand_over(uint32_t stage, bool with_p, uint32_t bar)
     {
         if (tq == 0) {
             sts32(mine, __float_as_uint(sm.m[0]));
             sts32(mine + 32u, __float_as_uint(sm.m[1]));
         }
         if (with_p) {
-            /* Pairs: this CTA's half of chunk 8 (rows 32 rank ..) is also
-             * what its converter's bulk copies send to the other CTA, and
-             * they may still be reading it when the tile is complete here
-             * (the local arrivals come before the copies are issued, and
-             * the other half is the other CTA's): P overwrites it only once
-             * the other CTA reports that the tile landed there (scores). */
-            if (PAIR)
-                mbar_wait_cluster(sent_bar(c.bars, stage), parity);
             const uint32_t pb = c.stage(stage) + 8u * kChunk + (uint32_t)row0 * 128u + 4u * tq;
 #pragma unroll
             for (int nt = 0; nt < 8; nt++) {
@@ -219,47 +184,37 @@ struct SeesawConsumer {
 
     /* Queue O += P V over this WG's 256 columns of the tile in stage
      * `stage`, P from pf; one commit group.  V is chunks 4 wg .. 4 wg + 3,
-     * kChunk apart (the descriptor's lbo): one m64n256 a k-step in the
-     * BF16 kernel, two m64n128 in the pair kernel (512 threads). */
+     * kChunk apart (the descriptor's lbo): one m64n256 a k-step. */
     MLA_DEV void pv_own(uint32_t stage)
     {
         const uint64_t vb = wg_desc(c.stage(stage) + wg * 4u * kChunk, kChunk, 1024u);
         wg_fence();
 #pragma unroll
-        for (uint32_t ks = 0; ks < 4; ks++) {
-            if constexpr (kN256) {
-                wgmma_m64n256_rs_tb(o, pf[ks], wg_desc_add(vb, 2048u * ks), 1u);
-            } else {
-                wgmma_m64n128_rs_tb<0>(o, pf[ks], wg_desc_add(vb, 2048u * ks), 1u);
-                wgmma_m64n128_rs_tb<16>(o, pf[ks], wg_desc_add(vb, 2u * kChunk + 2048u * ks),
-                                        1u);
-            }
-        }
+        for (uint32_t ks = 0; ks < 4; ks++)
+            wgmma_m64n256_rs_tb(o, pf[ks], wg_desc_add(vb, 2048u * ks), 1u);
         wg_commit();
         wg_hold(o);
     }
 
     /* The same with the other WG's P from chunk 8 of the stage. */
-    MLA_DEV void pv_shared(uint32_t stage) { pv_chunk8<kN256>(o, c.stage(stage), wg); }
+    MLA_DEV void pv_shared(uint32_t stage) { pv_chunk8(o, c.stage(stage), wg); }
 
     /* Wait for every wgmma of this WG and free stage st. */
     MLA_DEV void retire(const PipeState &st)
     {
         wg_wait<0>();
         wg_hold(o);
-        release_stage<PAIR>(c, st, tid);
+        c.pipe().consumer_release(st);
     }
 
     MLA_DEV void run()
     {
-        if constexpr (kNoConverter<FMT, false, PAIR>) {
-            /* Both warpgroups load the Q tile, as the converter does in
-             * the other kernels (barrier q: 256 arrivals). */
-            load_q(p, c, tid, MLA_BLOCK_M, 256u);
-            cp_async_wait_all();
-            fence_proxy_async(); /* wgmma reads the tile through the async proxy */
-            mbar_arrive(c.bars + kBarQ);
-        }
+        /* Both warpgroups load the Q tile, as the converter does in the
+         * narrow kernels (barrier q: 256 arrivals). */
+        load_q(p, c, tid, MLA_BLOCK_M, 256u);
+        cp_async_wait_all();
+        fence_proxy_async(); /* wgmma reads the tile through the async proxy */
+        mbar_arrive(c.bars + kBarQ);
         mbar_wait(c.bars + kBarQ, 0);
         const uint32_t to1 = c.bars + kBarToWg1, to0 = c.bars + kBarToWg0;
         PipeState sa, sb;
@@ -278,7 +233,7 @@ struct SeesawConsumer {
                 scores(ta, sa);
                 scores_done();
                 softmax(ta, f);
-                hand_over(0, true, to1, sa.phase);
+                hand_over(0, true, to1);
                 rescale(f); /* every wgmma of this WG has retired */
                 pv_own(0);
                 retire(sa);
@@ -297,20 +252,20 @@ struct SeesawConsumer {
                     retire_before_scores(sa);
                     scores_done();
                     softmax(ta + 1, f);
-                    hand_over(1, true, to0, sb.phase);
+                    hand_over(1, true, to0);
                     rescale(f);
                     pv_own(1);
                     retire(sb);
                 } else {
                     retire(sa);
-                    hand_over(1, false, to0, sb.phase);
+                    hand_over(1, false, to0);
                 }
             }
             sa.phase ^= 1u;
             sb.phase ^= 1u;
         }
         /* Both WGs end with the same maxima; each summed its own tiles. */
-        finish_wide(p, c, o, sm, row0, wg, tq, tid, FMT != MLA_FMT_BF16);
+        finish_wide(p, c, o, sm, row0, wg, tq, tid);
     }
 };
 

@@ -44,7 +44,6 @@
     X(cuFuncGetAttribute, 2020)                                                   \
     X(cuFuncSetAttribute, 9000)                                                   \
     X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050)                          \
-    X(cuOccupancyMaxActiveClusters, 11070)                                        \
     X(cuLaunchKernelEx, 11060)                                                    \
     X(cuMemcpyDtoH, 3020)                                                         \
     X(cuTensorMapEncodeTiled, 12000)

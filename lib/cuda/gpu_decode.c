@@ -57,55 +57,43 @@ _Static_assert(sizeof(CUtensorMap) == sizeof(struct mla_tensor_map),
                "struct mla_tensor_map must hold a CUtensorMap");
 
 /*
- * The tensor maps of the cache for an sm_90a variant (the views and boxes
- * kernels/common/mla_params.h describes; map 3, the half tiles, for clusters of
- * two).  Returns 1 with the maps filled, 0 if this call's buffers do not
- * suit them (the portable kernel runs), or -1 with *err set if the driver
- * refused an encoding.  mla_decode() has checked that num_pages >= 1 and
- * that the cache is 16-byte aligned; the block scales need only be 4-byte
- * aligned there, and the maps' row coordinate is 32-bit.  Host-only work
- * (no device call, about a microsecond per map).
+ * The launch parameters of an sm_90a variant for this call's buffers: the
+ * BF16 kernels' tensor map of the cache (the view and box
+ * kernels/common/mla_params.h describes; the FP8 kernels copy their tiles
+ * without one).  Returns 1 with hp's map filled, 0 if this call's buffers
+ * do not suit the sm_90a kernels (the portable kernel runs), or -1 with
+ * *err set if the driver refused the encoding.  mla_decode() has checked
+ * that num_pages >= 1 and that the cache is 16-byte aligned; the block
+ * scales need only be 4-byte aligned there (the kernels copy a tile's as
+ * one bulk copy, 16-byte aligned), and the kernels' row index is 32-bit.
+ * Host-only work (no device call, about a microsecond).
  */
 static int hopper_maps(const struct mla_cuda_api *cu, const struct mla_decode_params *p,
-                       int cluster, struct mla_hopper_params *hp, CUresult *err)
+                       struct mla_hopper_params *hp, CUresult *err)
 {
     const uint64_t rows = (uint64_t)p->num_pages * (uint64_t)p->page_size;
     if (rows > 0x7fffffffu)
         return 0;
     if (p->scales_per_row > 0 && (p->scales & 15u))
         return 0;
-    const int bf16 = p->kv_format == MLA_FMT_BF16;
+    memset(&hp->kv_map, 0, sizeof(hp->kv_map));
+    if (p->kv_format != MLA_FMT_BF16)
+        return 1;
     const uint64_t rb = (uint64_t)p->row_bytes;
-    const cuuint64_t dims[3] = {bf16 ? (cuuint64_t)MLA_D_QK : rb, (cuuint64_t)p->h_kv, rows};
+    const cuuint64_t dims[3] = {(cuuint64_t)MLA_D_QK, (cuuint64_t)p->h_kv, rows};
     const cuuint64_t strides[2] = {rb, rb * (uint64_t)p->h_kv};
-    const cuuint32_t estr[3] = {1, 1, 1};
-    /* Box widths in elements, swizzle: see kernels/common/mla_params.h. */
-    cuuint32_t box0[4] = {64, 0, 0, 64};
-    const CUtensorMapSwizzle sw[4] = {
-        bf16 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_SWIZZLE_NONE};
-    if (p->kv_format == MLA_FMT_FP8_DS_MLA) {
-        box0[1] = 16;
-        box0[2] = 128;
-    }
+    const cuuint32_t box[3] = {64, 1, MLA_HOPPER_BLOCK_N}, estr[3] = {1, 1, 1};
     /* L2 promotion to 128 bytes, one box row: with 256 a 16-head BF16
      * decode streamed the cache 7 % slower (h16 b132 s8192 309 against 332
      * us, doc/performance.md). */
-    memset(hp->kv_map, 0, sizeof(hp->kv_map));
-    for (int i = 0; i < 4; i++) {
-        if (box0[i] == 0 || (i == 3 && cluster < 2))
-            continue;
-        /* Map 3: the pair kernels' half tiles. */
-        const cuuint32_t box[3] = {box0[i], 1, i == 3 ? MLA_HOPPER_BLOCK_N / 2 : MLA_HOPPER_BLOCK_N};
-        CUresult r = cu->p_cuTensorMapEncodeTiled(
-            (CUtensorMap *)(void *)&hp->kv_map[i],
-            bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 3,
-            (void *)(uintptr_t)p->kv, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-            sw[i], CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-        if (r != CUDA_SUCCESS) {
-            *err = r;
-            return -1;
-        }
+    const CUresult r = cu->p_cuTensorMapEncodeTiled(
+        (CUtensorMap *)(void *)&hp->kv_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
+        (void *)(uintptr_t)p->kv, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        *err = r;
+        return -1;
     }
     return 1;
 }
@@ -141,7 +129,7 @@ static CUresult queue_schedule(const struct mla_gpu_context *g, const struct mla
 }
 
 /* The decode kernel and mla_combine, both behind what precedes them with
- * PDL: the plan's variant with its tensor maps in hp, or the portable
+ * PDL: the plan's variant with its parameters in hp, or the portable
  * kernel when hp is NULL.  Context pushed by the caller. */
 static CUresult queue_decode(mla_context_t *ctx, const struct mla_gpu_plan *gp,
                              const struct mla_decode_params *p,
@@ -170,14 +158,15 @@ mla_status_t mla__gpu_decode(mla_plan_t *plan, const struct mla_decode_args *a, 
     if (!g || !gp)
         return mla__error(MLA_STATUS_INTERNAL_ERROR, "plan not initialized");
     const struct mla_decode_params p = call_params(gp, a);
-    /* An sm_90a variant's tensor maps, encoded once, before anything is
-     * queued; without them the call runs the portable kernel, unless
-     * MLA_XPARAM_KERNEL requires the variant. */
-    struct mla_hopper_params hp; /* 64-byte aligned: the tensor maps inside must be */
+    /* An sm_90a variant's parameters (BF16: the tensor map, encoded once),
+     * before anything is queued; where the call's buffers do not suit it,
+     * the call runs the portable kernel, unless MLA_XPARAM_KERNEL requires
+     * the variant. */
+    struct mla_hopper_params hp; /* 64-byte aligned: the tensor map inside must be */
     int use_maps = 0;
     if ((steps & MLA_GPU_STEP_DECODE) && gp->run.v->layout != MLA_LAYOUT_PORTABLE) {
         CUresult er = CUDA_SUCCESS;
-        use_maps = hopper_maps(g->cu, &p, gp->run.v->cluster, &hp, &er);
+        use_maps = hopper_maps(g->cu, &p, &hp, &er);
         if (use_maps < 0)
             return mla__cu_fail(MLA_STATUS_CUDA_ERROR, er, "cuTensorMapEncodeTiled");
         if (!use_maps && gp->required)

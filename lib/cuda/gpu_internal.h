@@ -52,8 +52,7 @@ struct mla_gpu_plan {
     struct mla_decode_params p; /* shape, tiling and offsets; pointers per call */
     struct mla_gpu_launch run;  /* the selected variant */
     /* The portable variant at the same tiling: run itself, or the kernel
-     * of the calls whose buffers an sm_90a variant's tensor maps cannot
-     * describe. */
+     * of the calls whose buffers an sm_90a variant cannot take. */
     struct mla_gpu_launch portable;
     int required; /* MLA_XPARAM_KERNEL forces run: calls it cannot take fail */
     unsigned int decode_grid[3];

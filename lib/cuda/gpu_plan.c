@@ -101,29 +101,12 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     int occ = 1;
     if ((st = mla__gpu_push(ctx)) != MLA_STATUS_SUCCESS)
         return st;
-    const char *what = "cuOccupancyMaxActiveBlocksPerMultiprocessor";
     CUresult r = g->cu->p_cuOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k->fn, var->threads,
                                                                       sel.smem);
-    /* Clusters sit in one GPC each, so fewer may be resident than SMs x
-     * occupancy. */
-    int target = g->sm_count * occ;
-    if (r == CUDA_SUCCESS && var->cluster > 1) {
-        CUlaunchConfig cfg;
-        int clusters = 0;
-        memset(&cfg, 0, sizeof(cfg));
-        cfg.gridDimX = (unsigned)var->cluster;
-        cfg.gridDimY = cfg.gridDimZ = 1;
-        cfg.blockDimX = (unsigned)var->threads;
-        cfg.blockDimY = cfg.blockDimZ = 1;
-        cfg.sharedMemBytes = sel.smem;
-        what = "cuOccupancyMaxActiveClusters";
-        r = g->cu->p_cuOccupancyMaxActiveClusters(&clusters, k->fn, &cfg);
-        if (r == CUDA_SUCCESS && clusters > 0 && var->cluster * clusters < target)
-            target = var->cluster * clusters;
-    }
     mla__gpu_pop(ctx);
     if (r != CUDA_SUCCESS)
-        return mla__cu_fail(MLA_STATUS_CUDA_ERROR, r, what);
+        return mla__cu_fail(MLA_STATUS_CUDA_ERROR, r,
+                            "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     if (occ < 1)
         return mla__error(MLA_STATUS_NOT_SUPPORTED,
                           "the decode kernel %s (block_n %d, %d stages, %u bytes of shared "
@@ -135,7 +118,7 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
      * most 2 waves' worth past one piece per request (gridDim.z <=
      * 65535), and room for 3 waves' worth of split pieces' partials. */
     const int64_t ctas_per_piece = (int64_t)m_blocks * s->num_kv_heads;
-    int64_t parts = target / ctas_per_piece;
+    int64_t parts = (int64_t)g->sm_count * occ / ctas_per_piece;
     if (parts > MLA_MAX_GRID_YZ - batch)
         parts = MLA_MAX_GRID_YZ - batch;
     if (parts < 1)

@@ -3,8 +3,8 @@
  * that picks one for a plan (gpu_variants.h).  The whole choice is here:
  * the plan (gpu_plan.c) sizes the launch from the selection, the context
  * (gpu_context.c) loads the table's symbols, a call (gpu_decode.c) falls
- * back to the selection's portable variant only where the tensor maps
- * cannot describe its buffers.
+ * back to the selection's portable variant only where the sm_90a variant
+ * cannot take its buffers.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -28,10 +28,12 @@
 #define DSMLA_MODES MLA_SM(MLA_SCALES_DSMLA)
 
 /* Requests x KV heads from which the narrow FP8 kernels are taken by
- * default: they stream tiles faster than the wide one but a thread block
- * with few tiles finishes later (H200, h16 s4096, E4M3 /128 and DS_MLA:
- * wide 1.10x faster at 1 request and 1.03x at 4, narrow 1.04x faster at
- * 8, 1.2x at 12 and 16; doc/performance.md, Measured reasons). */
+ * default: they stream tiles faster than a wide kernel but a thread block
+ * with few tiles finishes later (H200, h16 s4096, E4M3 /128 and DS_MLA,
+ * against the wide kernel with a converter warpgroup that hopper-wide8
+ * replaces: wide 1.10x faster at 1 request and 1.03x at 4, narrow 1.04x
+ * faster at 8, 1.2x at 12 and 16; doc/performance.md, Measured reasons;
+ * not yet measured against hopper-wide8). */
 #define MLA_NARROW8_MIN_SEQS 8
 
 /* The portable kernels (kernels/portable/decode.cu): any shape, every device the build
@@ -39,14 +41,14 @@
 #define PORTABLE(fmt, sfx, modes, bn)                                                       \
     {.name = "portable-" sfx "-n" #bn, .symbol = "mla_decode_" sfx "_n" #bn,               \
      .family = MLA_XKERNEL_PORTABLE, .format = (fmt), .scale_modes = (modes),              \
-     .arch = MLA_ARCH_ANY, .min_page = 1, .heads_multiple = 1,                              \
-     .threads = MLA_DECODE_THREADS, .layout = MLA_LAYOUT_PORTABLE, .cluster = 1,            \
-     .block_m = MLA_BLOCK_M, .block_n = (bn)}
+     .arch = MLA_ARCH_ANY, .min_page = 1, .threads = MLA_DECODE_THREADS,                   \
+     .layout = MLA_LAYOUT_PORTABLE, .block_m = MLA_BLOCK_M, .block_n = (bn)}
 
 /* The sm_90a kernels (kernels/sm90/hopper.cu): a tile is 64 consecutive rows of
- * one page (one tensor-map box per 64 columns), so pages of at least 64;
- * their tiling is the portable n64 kernel's with 2 stages, which serves
- * the calls whose buffers the tensor maps cannot describe. */
+ * one page (BF16: one tensor-map box per 64 columns; FP8: bulk copies), so
+ * pages of at least 64; their tiling is the portable n64 kernel's with 2
+ * stages, which serves the calls whose buffers they cannot take
+ * (gpu_decode.c). */
 #define HOPPER(fmt, fam, sfx, modes)                                                        \
     .name = "hopper-" #fam "-" sfx, .format = (fmt), .scale_modes = (modes),                \
     .one_kv_head_modes = (fmt) == MLA_FMT_FP8_E4M3 ? E4M3_BLOCK_SCALED : 0u,               \
@@ -56,22 +58,21 @@
 const struct mla_variant mla__variants[MLA_NUM_VARIANTS] = {
     /* Narrow: M tiles of 16 query rows, BF16 one, FP8 up to two (two MTP
      * tokens at 16 heads, or 32 heads).  By default a second tile only
-     * where each tile costs less than half the wide kernel's time at 32
+     * where each tile costs less than half a wide kernel's time at 32
      * rows: E4M3 without block scales or with 128-channel ones, and DS_MLA
-     * (H200, b132 s8192: /128 352 us narrow against 429 wide, none 341
+     * (H200, b132 s8192, against the converter-warpgroup wide kernel that
+     * hopper-wide8 replaces: /128 352 us narrow against 429 wide, none 341
      * against 427, DS_MLA 351 against 415); 32- and 64-channel blocks take
      * 1.3-1.7x the /128 time a tile (doc/performance.md, Measured reasons). */
     [MLA_V_NARROW_BF16] = {HOPPER(MLA_FMT_BF16, narrow, "bf16", BF16_MODES),
                            .symbol = "mla_hopper_narrow_bf16",
                            .family = MLA_XKERNEL_HOPPER_NARROW, .layout = MLA_LAYOUT_NARROW,
-                           .threads = MLA_DECODE_THREADS, .cluster = 1,
-                           .block_m = MLA_NARROW_ROWS, .heads_multiple = 1,
+                           .threads = MLA_DECODE_THREADS, .block_m = MLA_NARROW_ROWS,
                            .max_rows = MLA_NARROW_ROWS, .auto_full_rows_modes = BF16_MODES},
     [MLA_V_NARROW_E4M3] = {HOPPER(MLA_FMT_FP8_E4M3, narrow, "e4m3", E4M3_MODES),
                            .symbol = "mla_hopper_narrow_e4m3",
                            .family = MLA_XKERNEL_HOPPER_NARROW, .layout = MLA_LAYOUT_NARROW,
-                           .threads = MLA_DECODE_THREADS, .cluster = 1,
-                           .block_m = MLA_NARROW_ROWS, .heads_multiple = 1,
+                           .threads = MLA_DECODE_THREADS, .block_m = MLA_NARROW_ROWS,
                            .max_rows = 2 * MLA_NARROW_ROWS,
                            .auto_full_rows_modes =
                                MLA_SM(MLA_SCALES_NONE) | MLA_SM(MLA_SCALES_128),
@@ -79,33 +80,31 @@ const struct mla_variant mla__variants[MLA_NUM_VARIANTS] = {
     [MLA_V_NARROW_DSMLA] = {HOPPER(MLA_FMT_FP8_DS_MLA, narrow, "dsmla", DSMLA_MODES),
                             .symbol = "mla_hopper_narrow_dsmla",
                             .family = MLA_XKERNEL_HOPPER_NARROW, .layout = MLA_LAYOUT_NARROW,
-                            .threads = MLA_DECODE_THREADS, .cluster = 1,
-                            .block_m = MLA_NARROW_ROWS, .heads_multiple = 1,
+                            .threads = MLA_DECODE_THREADS, .block_m = MLA_NARROW_ROWS,
                             .max_rows = 2 * MLA_NARROW_ROWS, .auto_full_rows_modes = DSMLA_MODES,
                             .auto_min_seqs = MLA_NARROW8_MIN_SEQS},
-    /* Pairs: the wide E4M3 kernel as clusters of two thread blocks, M tiles
-     * 2k and 2k + 1, which convert each tile once for both and feed the
-     * seesaw consumers (H200, h128 b132 s8192: /128 808 against 844 us,
-     * unscaled 778 against 834; b64 s4096 223 against 233).  E4M3 only:
-     * DS_MLA pairs measured 4 % slower. */
-    [MLA_V_PAIR_E4M3] = {HOPPER(MLA_FMT_FP8_E4M3, pair, "e4m3", E4M3_MODES),
-                         .symbol = "mla_hopper_pair_e4m3", .family = MLA_XKERNEL_HOPPER_PAIR,
-                         .layout = MLA_LAYOUT_WIDE, .threads = MLA_DECODE_THREADS,
-                         .cluster = 2, .block_m = MLA_BLOCK_M, .heads_multiple = 2 * MLA_BLOCK_M},
-    /* Wide: M tiles of 64 rows, any number.  BF16 without the converter
-     * warpgroup (mla_params.h, MLA_HOPPER_BF16_THREADS). */
+    /* Wide FP8 converting in registers (kernels/sm90/hopper_wide8.cuh): M
+     * tiles of 64 rows, any number, three FP8 stages; E4M3 without and
+     * with block scales are two kernels.  The FP8 shapes the narrow
+     * kernels do not take. */
+    [MLA_V_WIDE8_E4M3] = {HOPPER(MLA_FMT_FP8_E4M3, wide8, "e4m3", MLA_SM(MLA_SCALES_NONE)),
+                          .symbol = "mla_hopper_wide8_e4m3", .family = MLA_XKERNEL_HOPPER_WIDE8,
+                          .layout = MLA_LAYOUT_WIDE8, .threads = MLA_HOPPER_LEAN_THREADS,
+                          .block_m = MLA_BLOCK_M},
+    [MLA_V_WIDE8_E4M3B] = {HOPPER(MLA_FMT_FP8_E4M3, wide8, "e4m3b", E4M3_BLOCK_SCALED),
+                           .symbol = "mla_hopper_wide8_e4m3b", .family = MLA_XKERNEL_HOPPER_WIDE8,
+                           .layout = MLA_LAYOUT_WIDE8, .threads = MLA_HOPPER_LEAN_THREADS,
+                           .block_m = MLA_BLOCK_M},
+    [MLA_V_WIDE8_DSMLA] = {HOPPER(MLA_FMT_FP8_DS_MLA, wide8, "dsmla", DSMLA_MODES),
+                           .symbol = "mla_hopper_wide8_dsmla", .family = MLA_XKERNEL_HOPPER_WIDE8,
+                           .layout = MLA_LAYOUT_WIDE8, .threads = MLA_HOPPER_LEAN_THREADS,
+                           .block_m = MLA_BLOCK_M},
+    /* Wide BF16: M tiles of 64 rows, any number, without the converter
+     * warpgroup (mla_params.h, MLA_HOPPER_LEAN_THREADS). */
     [MLA_V_WIDE_BF16] = {HOPPER(MLA_FMT_BF16, wide, "bf16", BF16_MODES),
                          .symbol = "mla_hopper_decode_bf16", .family = MLA_XKERNEL_HOPPER_WIDE,
-                         .layout = MLA_LAYOUT_WIDE, .threads = MLA_HOPPER_BF16_THREADS,
-                         .cluster = 1, .block_m = MLA_BLOCK_M, .heads_multiple = 1},
-    [MLA_V_WIDE_E4M3] = {HOPPER(MLA_FMT_FP8_E4M3, wide, "e4m3", E4M3_MODES),
-                         .symbol = "mla_hopper_decode_e4m3", .family = MLA_XKERNEL_HOPPER_WIDE,
-                         .layout = MLA_LAYOUT_WIDE, .threads = MLA_DECODE_THREADS,
-                         .cluster = 1, .block_m = MLA_BLOCK_M, .heads_multiple = 1},
-    [MLA_V_WIDE_DSMLA] = {HOPPER(MLA_FMT_FP8_DS_MLA, wide, "dsmla", DSMLA_MODES),
-                          .symbol = "mla_hopper_decode_dsmla", .family = MLA_XKERNEL_HOPPER_WIDE,
-                          .layout = MLA_LAYOUT_WIDE, .threads = MLA_DECODE_THREADS,
-                          .cluster = 1, .block_m = MLA_BLOCK_M, .heads_multiple = 1},
+                         .layout = MLA_LAYOUT_WIDE, .threads = MLA_HOPPER_LEAN_THREADS,
+                         .block_m = MLA_BLOCK_M},
     /* Portable: 64-key tiles where they fit, else 32. */
     [MLA_V_PORTABLE_BF16_N64] = PORTABLE(MLA_FMT_BF16, "bf16", BF16_MODES, 64),
     [MLA_V_PORTABLE_BF16_N32] = PORTABLE(MLA_FMT_BF16, "bf16", BF16_MODES, 32),
@@ -127,6 +126,8 @@ uint32_t mla__variant_smem(const struct mla_variant *v, int32_t stages, int32_t 
         return mla_decode_smem_bytes(v->format, v->block_n, stages, scales_per_row);
     case MLA_LAYOUT_WIDE:
         return MLA_HOPPER_SMEM_BYTES;
+    case MLA_LAYOUT_WIDE8:
+        return mla_wide8_smem_bytes(v->format, scales_per_row);
     default:
         return mla_narrow_smem_bytes(v->format);
     }
@@ -145,10 +146,11 @@ static const char *kernel_name(int32_t kernel)
         [MLA_XKERNEL_HOPPER] = "MLA_XKERNEL_HOPPER",
         [MLA_XKERNEL_HOPPER_WIDE] = "MLA_XKERNEL_HOPPER_WIDE",
         [MLA_XKERNEL_HOPPER_NARROW] = "MLA_XKERNEL_HOPPER_NARROW",
-        [MLA_XKERNEL_HOPPER_PAIR] = "MLA_XKERNEL_HOPPER_PAIR",
+        [MLA_XKERNEL_HOPPER_WIDE8] = "MLA_XKERNEL_HOPPER_WIDE8",
     };
-    return kernel >= 0 && kernel < (int32_t)(sizeof(names) / sizeof(names[0])) ? names[kernel]
-                                                                               : "?";
+    return kernel >= 0 && kernel < (int32_t)(sizeof(names) / sizeof(names[0])) && names[kernel]
+               ? names[kernel]
+               : "?";
 }
 
 static int loaded(const struct mla_select_in *in, int id)
@@ -182,8 +184,7 @@ static int fallback_fits(const struct mla_select_in *in, const struct mla_varian
 static const char *serves(const struct mla_select_in *in, int id, char *buf, size_t len)
 {
     const struct mla_variant *v = &mla__variants[id];
-    const int32_t heads_per_kv = in->num_heads / in->num_kv_heads;
-    const int32_t rows = in->q_len * heads_per_kv;
+    const int32_t rows = in->q_len * (in->num_heads / in->num_kv_heads);
     if (!loaded(in, id))
         snprintf(buf, len, "%s is not in the image for this device", v->name);
     else if (v->layout != MLA_LAYOUT_PORTABLE &&
@@ -197,8 +198,6 @@ static const char *serves(const struct mla_select_in *in, int id, char *buf, siz
         snprintf(buf, len, "E4M3 block scales with more than one KV head");
     else if (v->max_rows && rows > v->max_rows)
         snprintf(buf, len, "more than %d query rows per KV head", v->max_rows);
-    else if (heads_per_kv % v->heads_multiple)
-        snprintf(buf, len, "query heads per KV head not a multiple of %d", v->heads_multiple);
     else if (v->layout != MLA_LAYOUT_PORTABLE && !fallback_fits(in, v))
         snprintf(buf, len, "no portable block_n %d kernel to fall back on", v->block_n);
     else

@@ -29,8 +29,9 @@ int mla__arch_runs_on(int arch, int cc_major, int cc_minor);
 /* Shared-memory layouts (mla__variant_smem gives the bytes). */
 enum mla_layout {
     MLA_LAYOUT_PORTABLE, /* Q tile and a ring of stages x block_n rows */
-    MLA_LAYOUT_WIDE,     /* the sm_90a wide layout, pairs included */
-    MLA_LAYOUT_NARROW    /* the sm_90a narrow layout of the format */
+    MLA_LAYOUT_WIDE,     /* the sm_90a wide BF16 layout */
+    MLA_LAYOUT_NARROW,   /* the sm_90a narrow layout of the format */
+    MLA_LAYOUT_WIDE8     /* the sm_90a wide FP8 layout (FP8 stages) */
 };
 
 /* The variants, in the order the automatic choice prefers them: the
@@ -39,10 +40,10 @@ enum mla_variant_id {
     MLA_V_NARROW_BF16,
     MLA_V_NARROW_E4M3,
     MLA_V_NARROW_DSMLA,
-    MLA_V_PAIR_E4M3,
+    MLA_V_WIDE8_E4M3,
+    MLA_V_WIDE8_E4M3B,
+    MLA_V_WIDE8_DSMLA,
     MLA_V_WIDE_BF16,
-    MLA_V_WIDE_E4M3,
-    MLA_V_WIDE_DSMLA,
     MLA_V_PORTABLE_BF16_N64,
     MLA_V_PORTABLE_BF16_N32,
     MLA_V_PORTABLE_E4M3_N64,
@@ -63,11 +64,9 @@ struct mla_variant {
     int32_t arch;               /* enum mla_arch */
     int32_t min_page;           /* smallest page size */
     int32_t max_rows;           /* query rows per KV head (q_len x heads per KV head) at most; 0: any */
-    int32_t heads_multiple;     /* query heads per KV head a multiple of this */
     /* What it needs. */
     int32_t threads; /* per thread block */
     int32_t layout;  /* enum mla_layout */
-    int32_t cluster; /* thread blocks per cluster */
     int32_t block_m; /* query rows per thread block */
     int32_t block_n; /* keys per tile (an sm_90a variant's portable fallback has the same) */
     int32_t stages;  /* ring stages; 0: chosen for the device and the hints (portable) */

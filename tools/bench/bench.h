@@ -182,6 +182,7 @@ int write_svg(const char *path, const struct bench *B, const struct shape *sh, i
 /* --kernel: the MLA_XPARAM_KERNEL of every plan (mla_experimental.h),
  * and the names it takes, indexed by its values. */
 extern int bench_kernel;
-extern const char *const bench_kernel_names[6];
+extern const char *const bench_kernel_names[];
+extern const int bench_kernel_count;
 
 #endif /* MLA_BENCH_H */

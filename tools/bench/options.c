@@ -44,7 +44,7 @@ static void usage(FILE *f)
             "  --cpu              use the CPU backend even if a GPU is present\n"
             "  --device N         CUDA device ordinal (0)\n"
             "  --kernel NAME      auto | portable | hopper | hopper-wide | hopper-narrow |\n"
-            "                     hopper-pair (auto; experimental)\n"
+            "                     hopper-wide8 (auto; experimental)\n"
             "  --threads N        host threads generating caches (online cores, at most 64)\n"
             "  --seed N           random seed (time)\n"
             "  --corrupt-check    alter one output before each check (tests the guard)\n"
@@ -294,7 +294,8 @@ static const struct option long_opts[] = {
     {0, 0, 0, 0}};
 
 int bench_kernel = MLA_XKERNEL_AUTO;
-const char *const bench_kernel_names[6] = {MLA_XKERNEL_NAMES};
+const char *const bench_kernel_names[] = {MLA_XKERNEL_NAMES};
+const int bench_kernel_count = (int)(sizeof(bench_kernel_names) / sizeof(bench_kernel_names[0]));
 
 /* Take one option; exit after --help, --version or a bad option. */
 static void take_option(struct opts *o, int c, const char *arg)
@@ -327,12 +328,12 @@ static void take_option(struct opts *o, int c, const char *arg)
     case O_DEVICE: o->device = parse_int(arg, "device", 0, 1023); break;
     case O_KERNEL:
         bench_kernel = -1;
-        for (int k = 0; k < 6; k++)
+        for (int k = 0; k < bench_kernel_count; k++)
             if (strcmp(arg, bench_kernel_names[k]) == 0)
                 bench_kernel = k;
         if (bench_kernel < 0)
             bad_arg("kernel", arg,
-                    "auto, portable, hopper, hopper-wide, hopper-narrow or hopper-pair");
+                    "auto, portable, hopper, hopper-wide, hopper-narrow or hopper-wide8");
         break;
     case O_THREADS: o->threads = parse_int(arg, "threads", 1, 1024); break;
     case O_SEED: {

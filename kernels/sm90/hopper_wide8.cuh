@@ -1,0 +1,871 @@
+/*
+ * hopper_wide8.cuh - the consumer warpgroups (warps 0-7) of the wide FP8
+ * sm_90a kernels (E4M3, DS_MLA), 64 packed query rows a CTA.  As in the
+ * narrow FP8 kernel (hopper_narrow_fp8.cuh) there is no BF16 copy of a
+ * tile: the consumers build their wgmma A fragments in registers from the
+ * FP8 stage as it landed, so the stages hold FP8 bytes only (three in
+ * flight beside the 72-KB Q tile, where a BF16 stage took 72 KB), and no
+ * warpgroup converts for the others.  With 64 rows as the N of the MMAs:
+ *
+ *   S^T[64 keys x 64 rows] = K Q^T     36 k-steps of m64n64k16, by the
+ *                                      warpgroup whose tile it is (WG 0
+ *                                      the even tiles of the piece, WG 1
+ *                                      the odd ones);
+ *   O^T[512 dims x 64 rows] += V^T P^T each warpgroup its 256 dims (128
+ *                                      fp32 registers) of every tile: 4
+ *                                      m-tiles x 4 k-steps.
+ *
+ * The warpgroup that took a tile's scores turns them into P against a
+ * reference maximum per row and publishes P (8 KB, the B operand of both
+ * warpgroups' P V) with that reference and, if it changed, the factors
+ * for O, in its P slot; the slot is free again once both warpgroups'
+ * P V of the tile retired (mbarriers p_full, p_free).  The references
+ * are lazy (softmax.cuh, ColumnSoftmax::lazy_exp): a tile takes the
+ * previous tile's reference unless a score passes it by more than 2^8,
+ * and only then do the warps of the warpgroup agree on the tile's column
+ * maxima and publish factors.  So the only chain between the warpgroups
+ * is each tile's reference after the previous one's, and a warpgroup
+ * computes its P against its own last reference (that after tile k - 2)
+ * before it waits for tile k - 1's, keeping it when tile k - 1 changed
+ * nothing: the scores and P of both tiles of a pair run side by side, and
+ * each warpgroup applies every tile's factors in tile order before its
+ * P V of that tile, so both halves of O^T and both partial row sums stay
+ * in the same units.
+ *
+ * Fragments as in the narrow FP8 kernel: QK's A rows are keys 16 w + g
+ * and + 8, one 16-byte load a row and chunk gives a thread 4 k-steps
+ * (the Q tile holds Q with the same dim permutation); PV's A rows are
+ * value dims, thread (w, g) of warpgroup wg holds dims 128 b + 32 w + 4 g
+ * .. + 3 of blocks b = 2 wg, 2 wg + 1, one 4-byte load a key and block,
+ * keys t and t + 8 of a k-step in one k-column pair, t + 4 and t + 12 in
+ * the other; the P tile's keys are in that fragment order, which puts a
+ * thread's two keys of an S^T column side by side (one 32-bit store).
+ * Conversions:
+ *  - E4M3 without block scales: K bytes to f16 (one cvt a pair) against
+ *    the f16 Q tile (scaled by a power of two); V to bf16 times 2^-120
+ *    (three integer instructions a pair), P carrying 2^112 (O^T holds
+ *    O / 2^8);
+ *  - block scales (E4M3 /128, /64, /32: mla_hopper_wide8_e4m3b; DS_MLA):
+ *    K bytes to f16 times its block's scale over a power of two of the
+ *    key, 2^e for its largest scale (a cvt and a multiply a pair), that
+ *    2^e put back on the key's scores; DS_MLA's bf16 RoPE times 2^-e
+ *    (exact) against a bf16 Q chunk, its nope scales times kv_scale (the
+ *    RoPE is unscaled; the scores then take score_scale_log2 / kv_scale).
+ *    V times its scales in fp32, rounded to bf16 (convert.cuh's scaled
+ *    pair).  Keys past the length have their V bytes and scales zeroed.
+ *    A block whose scale is below 2^-24 of its key's largest loses
+ *    precision in f16 (its share of the score is below the fp32 sums'
+ *    rounding there).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef MLA_HOPPER_WIDE8_CUH
+#define MLA_HOPPER_WIDE8_CUH
+
+#include "hopper_layout.cuh"
+#include "hopper_consume.cuh"
+#include "hopper_load.cuh"
+#include "wgmma.cuh"
+#include "epilogue.cuh"
+#include "convert.cuh"
+#include "hopper_narrow_fp8.cuh" /* kPFold: P against V converted unscaled */
+
+namespace mla {
+namespace hopper {
+
+/* The head's fields (c.xchg is the head's base), the P slots' barriers
+ * and the end's (in the barrier block's per-layout words: p_full[2] of
+ * 128 arrivals, p_free[2] of 256, fin[2] of 256 used once each), and the named barrier of both warpgroups (only before their
+ * tile loops: after them the warpgroups have passed different numbers of
+ * their own barriers, and racecheck flagged a named barrier of both
+ * there in the narrow kernel: doc/performance.md, Measured reasons). */
+constexpr uint32_t kW8Ref = offsetof(mla_wide8_head, ref),
+                   kW8Alpha = offsetof(mla_wide8_head, alpha),
+                   kW8Lim = offsetof(mla_wide8_head, lim),
+                   kW8Changed = offsetof(mla_wide8_head, changed);
+constexpr uint32_t kBarPFull = kBarWords, kBarPFree = kBarWords + 16u,
+                   kBarFin = kBarWords + 32u;
+constexpr uint32_t kNbBoth = kNbP;
+
+/* Block-scaled K (E4M3 /128, /64, /32, DS_MLA) in f16, each value times
+ * its block's scale over a power of two of its key (one multiply a pair
+ * after the cvt), against an f16 Q tile; the key's power of two goes onto
+ * its scores.  The alternative, bf16 from fp32 products (the narrow
+ * kernel's scaled pair: seven instructions a pair), is kept for the
+ * measurement that decides (bench/micro/fp8_tile.cu): build with
+ * -DMLA_WIDE8_SCALED_K_BF16. */
+#ifdef MLA_WIDE8_SCALED_K_BF16
+constexpr bool kScaledKF16 = false;
+#else
+constexpr bool kScaledKF16 = true;
+#endif
+static_assert(kBarFin + 16u <= kBarWords + sizeof(Bars::words), "P slot and end barriers");
+static_assert(32u * kStageRow <= MLA_WIDE8_STAGES * mla_narrow8_stage_bytes(MLA_FMT_FP8_E4M3, 0) &&
+                  32u * kStageRow <= sizeof(mla_wide8_head::q),
+              "32 output rows are staged in the stages, 32 over the Q tile");
+
+template <int FMT>
+MLA_DEV void init_wide8_barriers(const Cta &c)
+{
+    for (uint32_t s = 0; s < MLA_WIDE8_STAGES; s++) {
+        mbar_init(c.bars + kBarLoaded + 8u * s, 1);
+        mbar_init(c.bars + kBarFree + 8u * s, 256);
+    }
+    for (uint32_t k = 0; k < 2; k++) {
+        mbar_init(c.bars + kBarPFull + 8u * k, 128);
+        mbar_init(c.bars + kBarPFree + 8u * k, 256);
+    }
+    for (uint32_t k = 0; k < 2; k++)
+        mbar_init(c.bars + kBarFin + 8u * k, 256);
+    fence_mbar_init();
+}
+
+/* SCALED: K and V carry block scales (DS_MLA always; E4M3 with
+ * scales_per_row > 0), else E4M3 converts unscaled.  (The E4M3 block sizes
+ * as compile-time constants, one instantiation each, made ptxas spill 392
+ * bytes in the kernel holding all four.) */
+template <int FMT, bool SCALED>
+struct Wide8Consumer {
+    static_assert(FMT != MLA_FMT_FP8_DS_MLA || SCALED, "DS_MLA's own scales");
+    static constexpr uint32_t RP = kFp8RowPitch<FMT>;
+    const mla_decode_params &p;
+    const Cta &c;
+    uint32_t wg, w, g, t;
+    float smul;                /* scores to log2 units */
+    float o[4][8][4];          /* O^T: m-tile mm, query columns 8 nt + 2 t (+1) */
+    float l[2];                /* this warp's part of the row sums of columns
+                                * col(2 g) and col(2 g + 1), in the units of the
+                                * last tile it took factors of */
+
+    MLA_DEV Wide8Consumer(const mla_decode_params &p_, const Cta &c_, uint32_t wg_, uint32_t wl,
+                          uint32_t lane)
+        : p(p_), c(c_), wg(wg_), w(wl), g(lane >> 2), t(lane & 3u)
+    {
+#pragma unroll
+        for (int mm = 0; mm < 4; mm++)
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    o[mm][nt][e] = 0.0f;
+        l[0] = l[1] = 0.0f;
+    }
+
+    /* DS_MLA: kv_scale, folded into the nope K scales (the RoPE is
+     * unscaled). */
+    MLA_DEV float kmul() const { return FMT == MLA_FMT_FP8_DS_MLA ? p.out_scale : 1.0f; }
+    /* Whether K and V carry block scales (else E4M3 converts unscaled). */
+    static constexpr bool kScaled = SCALED;
+
+    /* E4M3 block scales a row, and log2 of their block (0: none); from
+     * the parameters (constant bank) rather than held: registers */
+    MLA_DEV int spr() const { return FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0; }
+    MLA_DEV int gshift() const { return spr() > 0 ? 31 - __clz(p.scale_block) : 0; }
+
+    /* 0..255 over both consumer warpgroups */
+    MLA_DEV uint32_t tid() const { return 128u * wg + 32u * w + 4u * g + t; }
+
+    /* The buffers, from the layout's base (c.sq) and constants rather than
+     * c's fields: registers, which the tile loop has none to spare of. */
+    MLA_DEV uint32_t head() const { return c.sq; }
+    MLA_DEV uint32_t cmax() const { return c.sq + (uint32_t)offsetof(mla_wide8_head, cx); }
+    MLA_DEV uint32_t stage_bytes() const
+    {
+        return mla_narrow8_stage_bytes(FMT, FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0);
+    }
+    MLA_DEV uint32_t stage(uint32_t s) const
+    {
+        return c.sq + (uint32_t)sizeof(mla_wide8_head) + s * stage_bytes();
+    }
+    MLA_DEV uint32_t scales(uint32_t s) const
+    {
+        return stage(s) + (FMT == MLA_FMT_FP8_DS_MLA ? kDsScaleOffset : kBN * RP);
+    }
+    MLA_DEV uint32_t bars() const
+    {
+        return stage(MLA_WIDE8_STAGES) + (uint32_t)offsetof(mla_wide8_tail, bars);
+    }
+    MLA_DEV Pipe pipe() const { return Pipe{bars() + kBarLoaded, bars() + kBarFree}; }
+
+    /* Query column (packed row of the M tile) of register slot j: slot j
+     * is s[j / 2][(j & 1) + 2h] of an S^T fragment, h the key half. */
+    MLA_DEV uint32_t col(int j) const { return 8u * (uint32_t)(j >> 1) + 2u * t + (uint32_t)(j & 1); }
+
+    MLA_DEV uint32_t pfull(uint32_t slot) const { return bars() + kBarPFull + 8u * slot; }
+    MLA_DEV uint32_t pfree(uint32_t slot) const { return bars() + kBarPFree + 8u * slot; }
+    MLA_DEV uint32_t pslot(uint32_t slot) const
+    {
+        return c.sq + (uint32_t)offsetof(mla_wide8_head, p) + kPTile8 * slot;
+    }
+    static constexpr uint32_t kPTile8 = sizeof(mla_wide8_head::p[0]);
+
+    /* ---- S^T = K Q^T ---- */
+
+    /* Scale of key row r over this thread's 16 dims of chunk ch. */
+    MLA_DEV float k_scale(uint32_t scl, uint32_t r, uint32_t ch) const
+    {
+        if (FMT == MLA_FMT_FP8_DS_MLA)
+            return lds_f32(scl + RP * r + 4u * (ch >> 1)) * kmul();
+        return lds_f32(scl + 4u * (r * (uint32_t)spr() + ((64u * ch + 16u * t) >> gshift())));
+    }
+
+    /* The bytes of chunk ch for key rows 16 w + g (x) and + 8 (y), loaded
+     * before the wait for the buffer they go to; DS_MLA chunk 8 is the
+     * bf16 RoPE, two 16-byte granules a row. */
+    struct KRaw {
+        uint4 x, y, x2, y2;
+        float sx, sy;      /* bf16 path: the scales */
+        uint32_t hx, hy;   /* f16 path: the scales over the keys' powers of two, f16x2 */
+    };
+
+    /* Whether K of this tile takes the f16 path: E4M3 without scales, or
+     * block scales with kScaledKF16. */
+    template <bool SC>
+    static constexpr bool kKF16 = !SC || kScaledKF16;
+
+    /* Of key row r: 2^e for the largest of its block scales (clamped so
+     * that 2^e and 2^-e are normal; 1 for none or all zero); returns
+     * 2^-e, sets up = 2^e.  NaN scales are passed over (the scaled values
+     * stay NaN), an infinite one makes 2^-e 0 (and its values NaN). */
+    MLA_DEV float key_unit(uint32_t scl, uint32_t r, float &up) const
+    {
+        float m = 0.0f;
+        if (FMT == MLA_FMT_FP8_DS_MLA) {
+#pragma unroll
+            for (uint32_t b = 0; b < 4; b++)
+                m = fmaxf(m, fabsf(lds_f32(scl + RP * r + 4u * b)) * kmul());
+        } else {
+            for (int b = 0; b < spr(); b++)
+                m = fmaxf(m, fabsf(lds_f32(scl + 4u * (r * (uint32_t)spr() + (uint32_t)b))));
+        }
+        if (!(m < __int_as_float(0x7f800000))) { /* Inf */
+            up = m;
+            return 0.0f;
+        }
+        const int e = m > 0.0f ? max(-100, min(100, (int)(__float_as_uint(m) >> 23) - 127)) : 0;
+        up = __int_as_float((127 + e) << 23);
+        return __int_as_float((127 - e) << 23);
+    }
+
+    MLA_DEV static uint32_t hmul2(uint32_t a, uint32_t b)
+    {
+        uint32_t d;
+        asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+        return d;
+    }
+    MLA_DEV static uint32_t bmul2(uint32_t a, uint32_t b)
+    {
+        uint32_t d;
+        asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+        return d;
+    }
+    /* bf16x2 of (v, v), v a power of two (exact) */
+    MLA_DEV static uint32_t bf16x2_of_pow2(float v)
+    {
+        const uint32_t h = __float_as_uint(v) >> 16;
+        return h | (h << 16);
+    }
+
+    /* kd: the inverses of the keys' powers of two (f16 path) */
+    template <bool SC>
+    MLA_DEV KRaw k_load(uint32_t stg, uint32_t scl, uint32_t ch, const float (&kd)[2]) const
+    {
+        const uint32_t r0 = 16u * w + g, r1 = r0 + 8u;
+        KRaw k;
+        k.sx = k.sy = 1.0f;
+        if (FMT == MLA_FMT_FP8_DS_MLA && ch == 8) {
+            const uint32_t b = stg + kDsRopeOffset + 32u * t;
+            k.x = lds128(b + RP * r0);
+            k.x2 = lds128(b + 16u + RP * r0);
+            k.y = lds128(b + RP * r1);
+            k.y2 = lds128(b + 16u + RP * r1);
+            return k;
+        }
+        const uint32_t b = stg + 64u * ch + 16u * t;
+        k.x = lds128(b + RP * r0);
+        k.y = lds128(b + RP * r1);
+        k.x2 = k.y2 = make_uint4(0u, 0u, 0u, 0u);
+        k.hx = k.hy = 0u;
+        if (SC) {
+            k.sx = k_scale(scl, r0, ch);
+            k.sy = k_scale(scl, r1, ch);
+            if (kScaledKF16) {
+                k.hx = pack_f16x2(k.sx * kd[0], k.sx * kd[0]);
+                k.hy = pack_f16x2(k.sy * kd[1], k.sy * kd[1]);
+            }
+        }
+        return k;
+    }
+
+    /* The 4 k-steps' fragments of chunk ch: a[s] = {row g cols 2t.., row
+     * g + 8, row g cols 2t + 8.., row g + 8}.  A scale that is not finite
+     * makes the key's scores NaN (masked when the key is past the
+     * length). */
+    template <bool SC>
+    MLA_DEV void k_frags(const KRaw &k, uint32_t ch, const float (&kd)[2], uint32_t (&a)[4][4]) const
+    {
+        if (FMT == MLA_FMT_FP8_DS_MLA && ch == 8) {
+            const uint32_t x8[8] = {k.x.x, k.x.y, k.x.z, k.x.w, k.x2.x, k.x2.y, k.x2.z, k.x2.w};
+            const uint32_t y8[8] = {k.y.x, k.y.y, k.y.z, k.y.w, k.y2.x, k.y2.y, k.y2.z, k.y2.w};
+            /* f16 path: the RoPE (bf16, against a bf16 Q chunk scaled by
+             * the f16 chunks' 2^kq) takes the keys' powers of two as
+             * well, exactly, so that all of S^T is in one unit */
+            const uint32_t dx = kScaledKF16 ? bf16x2_of_pow2(kd[0]) : 0u;
+            const uint32_t dy = kScaledKF16 ? bf16x2_of_pow2(kd[1]) : 0u;
+#pragma unroll
+            for (int st = 0; st < 4; st++) {
+                a[st][0] = x8[2 * st];
+                a[st][1] = y8[2 * st];
+                a[st][2] = x8[2 * st + 1];
+                a[st][3] = y8[2 * st + 1];
+                if (kScaledKF16) {
+                    a[st][0] = bmul2(a[st][0], dx);
+                    a[st][1] = bmul2(a[st][1], dy);
+                    a[st][2] = bmul2(a[st][2], dx);
+                    a[st][3] = bmul2(a[st][3], dy);
+                }
+            }
+            return;
+        }
+        const uint32_t xw[4] = {k.x.x, k.x.y, k.x.z, k.x.w}, yw[4] = {k.y.x, k.y.y, k.y.z, k.y.w};
+#pragma unroll
+        for (int st = 0; st < 4; st++) {
+            if constexpr (SC && kScaledKF16) {
+                a[st][0] = hmul2(e4m3_lo_f16x2(xw[st]), k.hx);
+                a[st][1] = hmul2(e4m3_lo_f16x2(yw[st]), k.hy);
+                a[st][2] = hmul2(e4m3_hi_f16x2(xw[st]), k.hx);
+                a[st][3] = hmul2(e4m3_hi_f16x2(yw[st]), k.hy);
+            } else if constexpr (SC) {
+                a[st][0] = e4m3_pair_bf16x2_scaled<0, 1>(xw[st], 0u, k.sx, k.sx);
+                a[st][1] = e4m3_pair_bf16x2_scaled<0, 1>(yw[st], 0u, k.sy, k.sy);
+                a[st][2] = e4m3_pair_bf16x2_scaled<2, 3>(xw[st], 0u, k.sx, k.sx);
+                a[st][3] = e4m3_pair_bf16x2_scaled<2, 3>(yw[st], 0u, k.sy, k.sy);
+            } else {
+                a[st][0] = e4m3_lo_f16x2(xw[st]);
+                a[st][1] = e4m3_lo_f16x2(yw[st]);
+                a[st][2] = e4m3_hi_f16x2(xw[st]);
+                a[st][3] = e4m3_hi_f16x2(yw[st]);
+            }
+        }
+    }
+
+    /* S^T of the tile in stage stg into s: chunk by chunk, the fragments of
+     * chunk ch + 1 built while the tensor cores run chunk ch (two buffers,
+     * a commit group a chunk).  No wgmma of this warpgroup may be in
+     * flight on entry (else ptxas serializes the loop). */
+    template <bool SC>
+    MLA_DEV void qk(float (&s)[8][4], uint32_t stg, uint32_t scl)
+    {
+        float kd[2] = {1.0f, 1.0f}, up;
+        if (SC && kScaledKF16) {
+            kd[0] = key_unit(scl, 16u * w + g, up);
+            kd[1] = key_unit(scl, 16u * w + g + 8u, up);
+        }
+        uint32_t a[2][4][4];
+        k_frags<SC>(k_load<SC>(stg, scl, 0, kd), 0, kd, a[0]);
+        const uint64_t q0 = wg_desc(c.sq, 16u, 1024u);
+#pragma unroll
+        for (uint32_t ch = 0; ch < 9; ch++) {
+            /* f16 but DS_MLA's RoPE chunk */
+            constexpr bool kF16 = kKF16<SC>;
+            const bool f16 = kF16 && !(FMT == MLA_FMT_FP8_DS_MLA && ch == 8);
+            wg_fence();
+#pragma unroll
+            for (uint32_t st = 0; st < 4; st++) {
+                const uint64_t db = wg_desc_add(q0, ch * kChunk + 32u * st);
+                if (f16)
+                    wgmma_m64n64_rs<true>(s, a[ch % 2][st], db, (ch | st) != 0 ? 1u : 0u);
+                else
+                    wgmma_m64n64_rs<false>(s, a[ch % 2][st], db, (ch | st) != 0 ? 1u : 0u);
+            }
+            wg_commit();
+            if (ch + 1 < 9) {
+                const KRaw k = k_load<SC>(stg, scl, ch + 1, kd);
+                wg_wait<1>(); /* chunk ch - 1 retired: its buffer is free */
+                k_frags<SC>(k, ch + 1, kd, a[(ch + 1) % 2]);
+            }
+        }
+        wg_wait<0>();
+        wg_hold(s);
+    }
+
+    /* ---- the tile's P ---- */
+
+    /* The row sums take the factors of the tile in P slot `slot` (the
+     * other warpgroup's, published), if its reference changed. */
+    MLA_DEV void take_factors(uint32_t slot)
+    {
+        if (lds32(head() + kW8Changed + 4u * slot) != 0u)
+            scale_sums(slot);
+    }
+
+    /* l times the factors in P slot `slot`. */
+    MLA_DEV void scale_sums(uint32_t slot)
+    {
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            l[i] *= lds_f32(head() + kW8Alpha + 256u * slot + 4u * col(2 * (int)g + i));
+    }
+
+    /* The tile's sums lt over the warp's 16 keys, reduced and scattered
+     * over the 8 lanes of equal t: lane g adds those of slots 2 g and
+     * 2 g + 1 to l (three halving exchanges, 14 shuffles). */
+    MLA_DEV void add_sums(const float (&lt)[16])
+    {
+        float h8[8], h4[4];
+        const bool b2 = g & 4u, b1 = g & 2u, b0 = g & 1u;
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            h8[i] = (b2 ? lt[i + 8] : lt[i]) + __shfl_xor_sync(0xffffffffu, b2 ? lt[i] : lt[i + 8], 16);
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            h4[i] = (b1 ? h8[i + 4] : h8[i]) + __shfl_xor_sync(0xffffffffu, b1 ? h8[i] : h8[i + 4], 8);
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            l[i] += (b0 ? h4[i + 2] : h4[i]) + __shfl_xor_sync(0xffffffffu, b0 ? h4[i] : h4[i + 2], 4);
+    }
+
+    /* The reference at r for this thread's 16 columns (none: -inf, no
+     * reference yet), all loaded before P's stores: ptxas does not move a
+     * shared load above a store it cannot tell apart from it (the P tile's
+     * addresses are swizzled), so loads between the stores would make P a
+     * chain of load, exp2, store a column. */
+    MLA_DEV void load_ref(uint32_t r, bool none, float (&ref)[16]) const
+    {
+        const float ninf = -__int_as_float(0x7f800000);
+#pragma unroll
+        for (int j = 0; j < 16; j += 2) {
+            const uint2 v = none ? make_uint2(0u, 0u) : lds64(r + 4u * col(j)); /* col(j), + 1 */
+            ref[j] = none ? ninf : __uint_as_float(v.x);
+            ref[j + 1] = none ? ninf : __uint_as_float(v.y);
+        }
+    }
+
+    /* P of the scores s against the reference ref into P slot `slot`,
+     * one 32-bit store a column: the thread's keys 16 w + g and + 8 are
+     * P's key positions 16 w + 2 g and + 1 (v_frags puts keys t and t + 8
+     * in one k-column pair); lt takes the tile's sums. */
+    MLA_DEV void write_p(const float (&s)[8][4], const float (&ref)[16], uint32_t slot,
+                         float (&lt)[16]) const
+    {
+        const float ninf = -__int_as_float(0x7f800000);
+        const float pf = kScaled ? 1.0f : kPFold;
+        const uint32_t pt = pslot(slot);
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const float base = ref[j] == ninf ? 0.0f : ref[j];
+            const float p0 = ex2(s[j >> 1][j & 1] - base), p1 = ex2(s[j >> 1][(j & 1) + 2] - base);
+            lt[j] = p0 + p1;
+            sts32(p_tile_addr(pt, col(j), 16u * w + 2u * g), pack_bf16x2(p0 * pf, p1 * pf));
+        }
+    }
+
+    /* Whether a score of s passes the reference ref (-inf: any live
+     * score) by more than 2^8, over the warpgroup (its named barrier). */
+    MLA_DEV bool jumps(const float (&s)[8][4], const float (&ref)[16]) const
+    {
+        bool jump = false;
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+            jump |= fmaxf(s[j >> 1][j & 1], s[j >> 1][(j & 1) + 2]) > ref[j] + ColumnSoftmax::kLazy;
+        return bar_red_or(kNbWg0 + wg, 128, jump);
+    }
+
+    /* P slot `slot` complete: its changed flag, then the P V may read it. */
+    MLA_DEV void post_p(uint32_t slot, bool changed, const float (&lt)[16])
+    {
+        if (w == 0 && g == 0 && t == 0)
+            sts32(head() + kW8Changed + 4u * slot, changed ? 1u : 0u);
+        fence_proxy_async(); /* P is read by the wgmmas (async proxy) */
+        mbar_arrive(pfull(slot));
+        add_sums(lt);
+    }
+
+    /*
+     * Tile k of the piece (this warpgroup's), scores in s: scaled and
+     * masked, P against the reference after tile k - 1 (published by the
+     * other warpgroup), new maxima where a score passed it by more than
+     * 2^8, then P, the reference and the factors into this warpgroup's P
+     * slot.  The row sums take tile k - 1's factors (the other
+     * warpgroup's: this one's were taken when it published), then this
+     * tile's and its P.
+     *
+     * From the third tile on, P is first computed against this
+     * warpgroup's own reference, that after tile k - 2 (still in its slot),
+     * before the wait for tile k - 1: the reference rarely changes, and
+     * when neither tile k - 1 nor this tile changed it, that P is the
+     * tile's and the slot already holds the tile's reference, so the two
+     * warpgroups' softmax runs side by side rather than one after the
+     * other.  Otherwise P is computed again against tile k - 1's.
+     */
+    template <bool SC>
+    MLA_DEV void publish(int k, float (&s)[8][4], uint32_t scl)
+    {
+        const float ninf = -__int_as_float(0x7f800000);
+        const uint32_t slot = wg, head = this->head();
+        const int tile = c.t0 + k;
+        const int key0 = tile * (int)kBN + 16 * (int)w + (int)g;
+        /* keys every row sees: the length, less the later tokens' */
+        const bool mask = (tile + 1) * (int)kBN > (p.causal ? c.len - p.q_len + 1 : c.len);
+        /* f16 path: the keys' powers of two (qk divided them out) */
+        float kf[2] = {1.0f, 1.0f};
+        if (SC && kScaledKF16) {
+            key_unit(scl, 16u * w + g, kf[0]);
+            key_unit(scl, 16u * w + g + 8u, kf[1]);
+        }
+        /* slot j: s[j / 2][(j & 1) + 2 h], keys key0 + 8 h */
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const int lim = mask ? (int)lds32(head + kW8Lim + 4u * col(j)) : 0x7fffffff;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float &v = s[j >> 1][(j & 1) + 2 * h];
+                v = key0 + 8 * h < lim ? v * smul * kf[h] : ninf;
+            }
+        }
+        /* rprev: the other warpgroup's slot, the reference after tile
+         * k - 1 once it is published (-inf before the first tile); rown:
+         * this one's, the reference after tile k - 2 until this tile's is
+         * written. */
+        const uint32_t rprev = head + kW8Ref + 256u * (slot ^ 1u), rown = head + kW8Ref + 256u * slot;
+        /* This slot's P (tile k - 2) has left both warpgroups' P V.  (The
+         * other warpgroup's reads of this slot's reference and factors, in
+         * its publish of tile k - 1, come before its arrival on
+         * pfull(slot ^ 1), which this warpgroup waits for before it writes
+         * them.) */
+        if (k >= 2)
+            mbar_wait(pfree(slot), (uint32_t)((k >> 1) - 1) & 1u);
+        float lt[16], ref[16];
+        if (k >= 2) { /* against this slot's reference: that after tile k - 2 */
+            load_ref(rown, false, ref);
+            if (!jumps(s, ref)) {
+                write_p(s, ref, slot, lt);
+                mbar_wait(pfull(slot ^ 1u), (uint32_t)((k - 1) >> 1) & 1u);
+                /* tile k - 1 kept the reference: so does this tile, whose P
+                 * stands (the slot already holds the reference) */
+                if (lds32(head + kW8Changed + 4u * (slot ^ 1u)) == 0u) {
+                    post_p(slot, false, lt);
+                    return;
+                }
+            }
+        }
+        if (k > 0) {
+            mbar_wait(pfull(slot ^ 1u), (uint32_t)((k - 1) >> 1) & 1u);
+            take_factors(slot ^ 1u);
+        }
+        load_ref(rprev, k == 0, ref);
+        const bool changed = jumps(s, ref);
+        if (changed) {
+            /* The tile's column maxima over the warpgroup; the new
+             * reference, the factors for O and the sums. */
+            const uint32_t cx = cmax() + 1024u * wg;
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                float mx = fmaxf(s[j >> 1][j & 1], s[j >> 1][(j & 1) + 2]);
+#pragma unroll
+                for (int x = 4; x < 32; x <<= 1)
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
+                if (g == 0)
+                    sts32(cx + 256u * w + 4u * col(j), __float_as_uint(mx));
+            }
+            bar_sync(kNbWg0 + wg, 128);
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                float m = lds_f32(cx + 4u * col(j));
+#pragma unroll
+                for (uint32_t x = 1; x < 4; x++)
+                    m = fmaxf(m, lds_f32(cx + 256u * x + 4u * col(j)));
+                const float nr = fmaxf(ref[j], m);
+                const float alpha = ref[j] == ninf ? 0.0f : ex2(ref[j] - nr);
+                ref[j] = nr;
+                if (w == 0 && g == 0) {
+                    sts32(rown + 4u * col(j), __float_as_uint(nr));
+                    sts32(head + kW8Alpha + 256u * slot + 4u * col(j), __float_as_uint(alpha));
+                }
+            }
+            bar_sync(kNbWg0 + wg, 128); /* the factors, for every thread */
+            scale_sums(slot);
+        } else {
+            /* The reference after k - 1 is k's: into this slot (this
+             * warpgroup read the old one before the barrier of jumps, the
+             * other before its arrival on pfull for tile k - 1). */
+            if (w == 0 && g == 0) {
+#pragma unroll
+                for (int j = 0; j < 16; j++)
+                    sts32(rown + 4u * col(j), __float_as_uint(ref[j]));
+            }
+        }
+        write_p(s, ref, slot, lt);
+        post_p(slot, changed, lt);
+    }
+
+    /* ---- O^T += V^T P^T ---- */
+
+    /* Scale of key row r over this thread's 4 value dims from d. */
+    MLA_DEV float v_scale(uint32_t scl, uint32_t r, uint32_t d) const
+    {
+        if (FMT == MLA_FMT_FP8_DS_MLA)
+            return lds_f32(scl + RP * r + 4u * (d >> 7));
+        return lds_f32(scl + 4u * (r * (uint32_t)spr() + (d >> gshift())));
+    }
+
+    /* The V bytes of k-step ks for this thread's dims of blocks 2 wg (x)
+     * and 2 wg + 1 (y), keys 16 ks + t + 4 i, and with SC their scales
+     * (zeros past the length: garbage bytes or scales could be NaN). */
+    struct VRaw {
+        uint32_t x[4], y[4];
+        float sx[4], sy[4];
+    };
+
+    template <bool SC>
+    MLA_DEV VRaw v_load(uint32_t stg, uint32_t scl, uint32_t nvalid, uint32_t ks) const
+    {
+        const uint32_t d0 = 256u * wg + 32u * w + 4u * g;
+        VRaw r;
+#pragma unroll
+        for (uint32_t i = 0; i < 4; i++) {
+            const uint32_t key = 16u * ks + t + 4u * i;
+            r.x[i] = lds32(stg + RP * key + d0);
+            r.y[i] = lds32(stg + RP * key + d0 + 128u);
+            r.sx[i] = r.sy[i] = 1.0f;
+            if (SC) {
+                r.sx[i] = v_scale(scl, key, d0);
+                r.sy[i] = v_scale(scl, key, d0 + 128u);
+                if (key >= nvalid) {
+                    r.x[i] = r.y[i] = 0u;
+                    r.sx[i] = r.sy[i] = 0.0f;
+                }
+            }
+        }
+        return r;
+    }
+
+    /* V^T fragments: m-tile mm (block 2 wg + mm / 2, its dims 2 (mm % 2)
+     * and + 1 as rows g and g + 8). */
+    template <bool SC>
+    MLA_DEV void v_frags(const VRaw &r, uint32_t (&a)[4][4]) const
+    {
+#pragma unroll
+        for (int mm = 0; mm < 4; mm++) {
+            const bool y = mm >> 1;
+            const uint32_t w0 = y ? r.y[0] : r.x[0], w1 = y ? r.y[1] : r.x[1];
+            const uint32_t w2 = y ? r.y[2] : r.x[2], w3 = y ? r.y[3] : r.x[3];
+            const float s0 = y ? r.sy[0] : r.sx[0], s1 = y ? r.sy[1] : r.sx[1];
+            const float s2 = y ? r.sy[2] : r.sx[2], s3 = y ? r.sy[3] : r.sx[3];
+            /* k columns 2 t, 2 t + 1: keys t, t + 8; 2 t + 8, 2 t + 9:
+             * keys t + 4, t + 12 (P's key order, publish) */
+            if (mm & 1) {
+                a[mm][0] = v_pair<SC, 2, 6>(w0, w2, s0, s2);
+                a[mm][1] = v_pair<SC, 3, 7>(w0, w2, s0, s2);
+                a[mm][2] = v_pair<SC, 2, 6>(w1, w3, s1, s3);
+                a[mm][3] = v_pair<SC, 3, 7>(w1, w3, s1, s3);
+            } else {
+                a[mm][0] = v_pair<SC, 0, 4>(w0, w2, s0, s2);
+                a[mm][1] = v_pair<SC, 1, 5>(w0, w2, s0, s2);
+                a[mm][2] = v_pair<SC, 0, 4>(w1, w3, s1, s3);
+                a[mm][3] = v_pair<SC, 1, 5>(w1, w3, s1, s3);
+            }
+        }
+    }
+
+    template <bool SC, int LO, int HI>
+    MLA_DEV static uint32_t v_pair(uint32_t a, uint32_t b, float s_lo, float s_hi)
+    {
+        if (SC)
+            return e4m3_pair_bf16x2_scaled<LO, HI>(a, b, s_lo, s_hi);
+        return e4m3_pair_bf16x2_raw<LO, HI>(a, b);
+    }
+
+    /*
+     * Tile k of the piece in stage st: once its P is published, O^T takes
+     * the tile's factors (if its reference changed; every wgmma of this
+     * warpgroup retired first), then 4 k-steps of 4 wgmmas, one commit
+     * group each, the stage freed once the last k-step's bytes are in
+     * registers.
+     */
+    template <bool SC>
+    MLA_DEV void pv_tile(int k, const PipeState &st)
+    {
+        const Pipe pipe = this->pipe();
+        const uint32_t slot = (uint32_t)k & 1u, head = this->head();
+        pipe.consumer_wait(st);
+        mbar_wait(pfull(slot), (uint32_t)(k >> 1) & 1u);
+        /* one answer for the warpgroup, visibly (ptxas keeps the wgmmas
+         * below off a divergent path) */
+        const bool changed = __shfl_sync(0xffffffffu, lds32(head + kW8Changed + 4u * slot), 0) != 0;
+        if (changed) {
+            wg_wait<0>();
+#pragma unroll
+            for (int mm = 0; mm < 4; mm++)
+                wg_hold(o[mm]);
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                const float a = lds_f32(head + kW8Alpha + 256u * slot + 4u * col(j));
+#pragma unroll
+                for (int mm = 0; mm < 4; mm++) {
+                    o[mm][j >> 1][j & 1] *= a;
+                    o[mm][j >> 1][(j & 1) + 2] *= a;
+                }
+            }
+        }
+        const uint32_t stg = stage(st.stage), scl = scales(st.stage);
+        const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - (c.t0 + k) * (int)kBN);
+        uint32_t a[2][4][4];
+        v_frags<SC>(v_load<SC>(stg, scl, nvalid, 0), a[0]);
+        const uint64_t p0 = wg_desc(pslot(slot), 16u, 1024u);
+#pragma unroll
+        for (uint32_t ks = 0; ks < 4; ks++) {
+            wg_fence();
+#pragma unroll
+            for (uint32_t mm = 0; mm < 4; mm++)
+                wgmma_m64n64_rs<false>(o[mm], a[ks % 2][mm], wg_desc_add(p0, 32u * ks), 1u);
+            wg_commit();
+            if (ks + 1 < 4) {
+                const VRaw r = v_load<SC>(stg, scl, nvalid, ks + 1);
+                if (ks + 1 == 3)
+                    pipe.consumer_release(st);
+                wg_wait<1>(); /* k-step ks - 1 retired: its buffer is free */
+                v_frags<SC>(r, a[(ks + 1) % 2]);
+            }
+        }
+    }
+
+    /* ---- the tile loop ---- */
+
+    template <bool SC>
+    MLA_DEV void tiles()
+    {
+        static_assert(SC == kScaled, "write_p and finish take kScaled");
+        const Pipe pipe = this->pipe();
+        const int n = c.t1 - c.t0;
+        PipeState st; /* tile k0 of the pair */
+        st.init();
+        float s[8][4];
+        for (int k0 = 0; k0 < n; k0 += 2) {
+            /* The pair before has left this warpgroup's P V: free its P
+             * slots (the S^T wgmmas below must not be queued behind P V
+             * anyway: ptxas would serialize them). */
+            wg_wait<0>();
+#pragma unroll
+            for (int mm = 0; mm < 4; mm++)
+                wg_hold(o[mm]);
+            if (k0 >= 2) {
+                mbar_arrive(pfree(0));
+                mbar_arrive(pfree(1));
+            }
+            const int k = k0 + (int)wg;
+            if (k < n) {
+                PipeState sk = st;
+                if (wg)
+                    sk.advance(MLA_WIDE8_STAGES);
+                pipe.consumer_wait(sk);
+                qk<SC>(s, stage(sk.stage), scales(sk.stage));
+                publish<SC>(k, s, scales(sk.stage));
+            }
+            pv_tile<SC>(k0, st);
+            st.advance(MLA_WIDE8_STAGES);
+            if (k0 + 1 < n) {
+                pv_tile<SC>(k0 + 1, st);
+                st.advance(MLA_WIDE8_STAGES);
+            }
+        }
+        wg_wait<0>();
+#pragma unroll
+        for (int mm = 0; mm < 4; mm++)
+            wg_hold(o[mm]);
+    }
+
+    /* ---- the CTA ---- */
+
+    MLA_DEV void run()
+    {
+        constexpr bool sc = kScaled;
+        /* The Q tile by both warpgroups, f16 where K converts unscaled;
+         * the rows' key limits. */
+        float qscale = 1.0f;
+        if (sc && !kScaledKF16) {
+            load_q_permuted<MLA_BLOCK_M, 256>(p, c, tid());
+            cp_async_wait_all();
+        } else { /* f16 but DS_MLA's RoPE chunk */
+            /* DS_MLA's RoPE chunk stays bf16 but takes the same 2^kq: its
+             * scores share the nope chunks' accumulator */
+            qscale = load_q_permuted_f16<MLA_BLOCK_M, 256, kNbBoth, true>(
+                p, c, tid(), FMT == MLA_FMT_FP8_DS_MLA ? 8u : 9u, cmax());
+        }
+        if (tid() < MLA_BLOCK_M)
+            sts32(head() + kW8Lim + 4u * tid(), (uint32_t)row_limit(p, c, (int)tid()));
+        fence_proxy_async();
+        bar_sync(kNbBoth, 256);
+        smul = p.score_scale_log2 * qscale / kmul();
+        tiles<sc>();
+        if (tid() == 0)
+            griddep_launch_dependents();
+        finish();
+    }
+
+    /* Both warpgroups at end step k (an mbarrier of 256 arrivals, used
+     * once). */
+    MLA_DEV void fin_sync(uint32_t k) const
+    {
+        mbar_arrive(bars() + kBarFin + 8u * k);
+        mbar_wait(bars() + kBarFin + 8u * k, 0);
+    }
+
+    /* The row sums over both warpgroups; then O normalized and staged,
+     * rows 0-31 at the start of the stages, rows 32-63 over the Q tile
+     * (kStageRow bytes a row; every tile has been consumed by both
+     * warpgroups), each warpgroup its 256 dims, and written out by both;
+     * and the LSEs, a thread a row. */
+    MLA_DEV void finish()
+    {
+        const int n = c.t1 - c.t0;
+        const float vunit = kScaled ? 1.0f : 0x1p120f / kPFold; /* O^T holds O / vunit */
+        const uint32_t tid = this->tid();
+        /* The last tile's factors, if it was the other warpgroup's. */
+        if (n > 0 && (uint32_t)((n - 1) & 1) != wg)
+            take_factors((uint32_t)(n - 1) & 1u);
+        const uint32_t cx = cmax();
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            sts32(cx + 1024u * wg + 256u * w + 4u * col(2 * (int)g + i), __float_as_uint(l[i]));
+        fin_sync(0);
+        const OutTarget out(p);
+        const uint32_t half[2] = {stage(0), c.sq};
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            float lsum = 0.0f;
+#pragma unroll
+            for (uint32_t x = 0; x < 8; x++)
+                lsum += lds_f32(cx + 256u * x + 4u * col(j));
+            const float f = out.inv_sum(p, c.m_base + (int)col(j), lsum) * vunit;
+            /* columns 0-31 (j < 8) in the first half, 32-63 in the second */
+            const uint32_t row = half[j >> 3] + (col(j) & 31u) * kStageRow;
+#pragma unroll
+            for (int bb = 0; bb < 2; bb++) {
+                const uint32_t d = 128u * (2u * wg + (uint32_t)bb) + 32u * w + 4u * g;
+                sts128(row + 4u * d, __float_as_uint(o[2 * bb][j >> 1][j & 1] * f),
+                       __float_as_uint(o[2 * bb][j >> 1][(j & 1) + 2] * f),
+                       __float_as_uint(o[2 * bb + 1][j >> 1][j & 1] * f),
+                       __float_as_uint(o[2 * bb + 1][j >> 1][(j & 1) + 2] * f));
+            }
+        }
+        fin_sync(1);
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++)
+            write_staged_rows(p, half[hh], kStageRow, max(0, min(32, c.rows_here - 32 * hh)), tid,
+                              256u, 32 * hh);
+        if ((int)tid < c.rows_here) {
+            float lsum = 0.0f;
+            for (uint32_t x = 0; x < 8; x++)
+                lsum += lds_f32(cx + 256u * x + 4u * tid);
+            const float m = n > 0 ? lds_f32(head() + kW8Ref + 256u * ((uint32_t)(n - 1) & 1u) + 4u * tid)
+                                  : -__int_as_float(0x7f800000);
+            out.write_lse(p, c.m_base + (int)tid, m, lsum);
+        }
+    }
+};
+
+} /* namespace hopper */
+} /* namespace mla */
+
+#endif /* MLA_HOPPER_WIDE8_CUH */

@@ -51,8 +51,13 @@
  *    2^e put back on the key's scores; DS_MLA's bf16 RoPE times 2^-e
  *    (exact) against a bf16 Q chunk, its nope scales times kv_scale (the
  *    RoPE is unscaled; the scores then take score_scale_log2 / kv_scale).
- *    V times its scales in fp32, rounded to bf16 (convert.cuh's scaled
- *    pair).  Keys past the length have their V bytes and scales zeroed.
+ *    V to bf16 times 2^-120 as without scales, times a factor a key and
+ *    block in bf16 (one multiply a pair): its scale over the power of two
+ *    of the key's largest V scale, times 2^112, rounded to bf16 as
+ *    FlashMLA's FP8 kernels round their scales; the key's power of two
+ *    goes onto its P (times 2^8).  The warpgroup that publishes a tile's P
+ *    puts the tile's factors beside it (put_vf); a key past the length
+ *    has factor 0 (its bytes convert finite).
  *    A block whose scale is below 2^-24 of its key's largest loses
  *    precision in f16 (its share of the score is below the fp32 sums'
  *    rounding there).
@@ -223,17 +228,19 @@ struct Wide8Consumer {
     template <bool SC>
     static constexpr bool kKF16 = !SC || kScaledKF16;
 
-    /* Of key row r: 2^e for the largest of its block scales (clamped so
-     * that 2^e and 2^-e are normal; 1 for none or all zero); returns
-     * 2^-e, sets up = 2^e.  NaN scales are passed over (the scaled values
-     * stay NaN), an infinite one makes 2^-e 0 (and its values NaN). */
+    /* Of key row r: 2^e for the largest of its block scales (K's: times
+     * DS_MLA's kv_scale; V's: without), clamped so that 2^e and 2^-e are
+     * normal, 1 for none or all zero; returns 2^-e, sets up = 2^e.  NaN
+     * scales are passed over (the scaled values stay NaN), an infinite one
+     * makes 2^-e 0 (and its values NaN). */
+    template <bool KMUL = true>
     MLA_DEV float key_unit(uint32_t scl, uint32_t r, float &up) const
     {
         float m = 0.0f;
         if (FMT == MLA_FMT_FP8_DS_MLA) {
 #pragma unroll
             for (uint32_t b = 0; b < 4; b++)
-                m = fmaxf(m, fabsf(lds_f32(scl + RP * r + 4u * b)) * kmul());
+                m = fmaxf(m, fabsf(lds_f32(scl + RP * r + 4u * b)) * (KMUL ? kmul() : 1.0f));
         } else {
             for (int b = 0; b < spr(); b++)
                 m = fmaxf(m, fabsf(lds_f32(scl + 4u * (r * (uint32_t)spr() + (uint32_t)b))));
@@ -444,19 +451,19 @@ struct Wide8Consumer {
     /* P of the scores s against the reference ref into P slot `slot`,
      * one 32-bit store a column: the thread's keys 16 w + g and + 8 are
      * P's key positions 16 w + 2 g and + 1 (v_frags puts keys t and t + 8
-     * in one k-column pair); lt takes the tile's sums. */
+     * in one k-column pair), P times pf[h] (the fold of V's conversion,
+     * v_pair); lt takes the tile's sums. */
     MLA_DEV void write_p(const float (&s)[8][4], const float (&ref)[16], uint32_t slot,
-                         float (&lt)[16]) const
+                         const float (&pf)[2], float (&lt)[16]) const
     {
         const float ninf = -__int_as_float(0x7f800000);
-        const float pf = kScaled ? 1.0f : kPFold;
         const uint32_t pt = pslot(slot);
 #pragma unroll
         for (int j = 0; j < 16; j++) {
             const float base = ref[j] == ninf ? 0.0f : ref[j];
             const float p0 = ex2(s[j >> 1][j & 1] - base), p1 = ex2(s[j >> 1][(j & 1) + 2] - base);
             lt[j] = p0 + p1;
-            sts32(p_tile_addr(pt, col(j), 16u * w + 2u * g), pack_bf16x2(p0 * pf, p1 * pf));
+            sts32(p_tile_addr(pt, col(j), 16u * w + 2u * g), pack_bf16x2(p0 * pf[0], p1 * pf[1]));
         }
     }
 
@@ -507,11 +514,29 @@ struct Wide8Consumer {
         const int key0 = tile * (int)kBN + 16 * (int)w + (int)g;
         /* keys every row sees: the length, less the later tokens' */
         const bool mask = (tile + 1) * (int)kBN > (p.causal ? c.len - p.q_len + 1 : c.len);
-        /* f16 path: the keys' powers of two (qk divided them out) */
-        float kf[2] = {1.0f, 1.0f};
-        if (SC && kScaledKF16) {
-            key_unit(scl, 16u * w + g, kf[0]);
-            key_unit(scl, 16u * w + g + 8u, kf[1]);
+        /* kf: the keys' powers of two of K, which qk divided out (f16
+         * path).  pf: P's factors.  V converts unscaled times 2^-120 (P
+         * takes kPFold) or, with block scales, times its factors (put_vf),
+         * which divide out each key's power of two of V, vu (E4M3's is K's,
+         * DS_MLA's leaves out kv_scale): P takes it back times 2^8.  A key
+         * past the length takes 1 (its scales may be anything, its P is 0). */
+        float kf[2] = {1.0f, 1.0f}, pf[2] = {kPFold, kPFold}, vd[2] = {0.0f, 0.0f};
+        bool live[2] = {false, false};
+        if (SC) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const uint32_t r = 16u * w + g + 8u * (uint32_t)h;
+                float vu;
+                vd[h] = key_unit<false>(scl, r, vu);
+                if (kScaledKF16) {
+                    if (FMT == MLA_FMT_FP8_DS_MLA)
+                        key_unit(scl, r, kf[h]);
+                    else
+                        kf[h] = vu;
+                }
+                live[h] = key0 + 8 * h < c.len;
+                pf[h] = live[h] ? vu * 0x1p8f : 1.0f;
+            }
         }
         /* slot j: s[j / 2][(j & 1) + 2 h], keys key0 + 8 h */
 #pragma unroll
@@ -535,11 +560,13 @@ struct Wide8Consumer {
          * them.) */
         if (k >= 2)
             mbar_wait(pfree(slot), (uint32_t)((k >> 1) - 1) & 1u);
+        if (SC)
+            put_vf(slot, scl, vd, live);
         float lt[16], ref[16];
         if (k >= 2) { /* against this slot's reference: that after tile k - 2 */
             load_ref(rown, false, ref);
             if (!jumps(s, ref)) {
-                write_p(s, ref, slot, lt);
+                write_p(s, ref, slot, pf, lt);
                 mbar_wait(pfull(slot ^ 1u), (uint32_t)((k - 1) >> 1) & 1u);
                 /* tile k - 1 kept the reference: so does this tile, whose P
                  * stands (the slot already holds the reference) */
@@ -595,7 +622,7 @@ struct Wide8Consumer {
                     sts32(rown + 4u * col(j), __float_as_uint(ref[j]));
             }
         }
-        write_p(s, ref, slot, lt);
+        write_p(s, ref, slot, pf, lt);
         post_p(slot, changed, lt);
     }
 
@@ -609,16 +636,45 @@ struct Wide8Consumer {
         return lds_f32(scl + 4u * (r * (uint32_t)spr() + (d >> gshift())));
     }
 
+    /* log2 of V's scale block (DS_MLA: 128 channels) */
+    MLA_DEV uint32_t vshift() const { return FMT == MLA_FMT_FP8_DS_MLA ? 7u : (uint32_t)gshift(); }
+
+    /* The word of V's factors in P slot `slot` for scale block b and the
+     * keys 16 ks + j and + 8 (a bf16 pair): pairs j and j + 4 side by side
+     * (one 8-byte load in v_load). */
+    MLA_DEV uint32_t vf_word(uint32_t slot, uint32_t b, uint32_t ks, uint32_t j) const
+    {
+        return head() + (uint32_t)offsetof(mla_wide8_head, vf) +
+               4u * (512u * slot + 32u * b + 8u * ks + 2u * (j & 3u) + (j >> 2));
+    }
+
+    /* V's factors of this warpgroup's tile, by the thread that holds its
+     * keys 16 w + g and + 8 (k-step w, pair g): block scale times the
+     * key's 2^-e (vd) times 2^112, rounded to bf16 as FlashMLA's FP8
+     * kernels round their scales, 0 past the length; v_pair multiplies the
+     * unscaled bf16 V (2^-120) by them, so that the tile loop converts a
+     * pair with four instructions rather than seven. */
+    MLA_DEV void put_vf(uint32_t slot, uint32_t scl, const float (&vd)[2], const bool (&live)[2]) const
+    {
+        const uint32_t vs = vshift(), r0 = 16u * w + g;
+        for (uint32_t b = t; b < (512u >> vs); b += 4u) {
+            const float f0 = live[0] ? v_scale(scl, r0, b << vs) * vd[0] * 0x1p112f : 0.0f;
+            const float f1 = live[1] ? v_scale(scl, r0 + 8u, b << vs) * vd[1] * 0x1p112f : 0.0f;
+            sts32(vf_word(slot, b, w, g), pack_bf16x2(f0, f1));
+        }
+    }
+
     /* The V bytes of k-step ks for this thread's dims of blocks 2 wg (x)
-     * and 2 wg + 1 (y), keys 16 ks + t + 4 i, and with SC their scales
-     * (zeros past the length: garbage bytes or scales could be NaN). */
+     * and 2 wg + 1 (y), keys 16 ks + t + 4 i, and with SC their factors
+     * for the key pairs (t, t + 8) and (t + 4, t + 12) (put_vf: 0 past
+     * the length, where the bytes are garbage but convert finite). */
     struct VRaw {
         uint32_t x[4], y[4];
-        float sx[4], sy[4];
+        uint2 fx, fy;
     };
 
     template <bool SC>
-    MLA_DEV VRaw v_load(uint32_t stg, uint32_t scl, uint32_t nvalid, uint32_t ks) const
+    MLA_DEV VRaw v_load(uint32_t stg, uint32_t slot, uint32_t ks) const
     {
         const uint32_t d0 = 256u * wg + 32u * w + 4u * g;
         VRaw r;
@@ -627,15 +683,11 @@ struct Wide8Consumer {
             const uint32_t key = 16u * ks + t + 4u * i;
             r.x[i] = lds32(stg + RP * key + d0);
             r.y[i] = lds32(stg + RP * key + d0 + 128u);
-            r.sx[i] = r.sy[i] = 1.0f;
-            if (SC) {
-                r.sx[i] = v_scale(scl, key, d0);
-                r.sy[i] = v_scale(scl, key, d0 + 128u);
-                if (key >= nvalid) {
-                    r.x[i] = r.y[i] = 0u;
-                    r.sx[i] = r.sy[i] = 0.0f;
-                }
-            }
+        }
+        r.fx = r.fy = make_uint2(0u, 0u);
+        if (SC) {
+            r.fx = lds64(vf_word(slot, d0 >> vshift(), ks, t));
+            r.fy = lds64(vf_word(slot, (d0 + 128u) >> vshift(), ks, t));
         }
         return r;
     }
@@ -650,30 +702,30 @@ struct Wide8Consumer {
             const bool y = mm >> 1;
             const uint32_t w0 = y ? r.y[0] : r.x[0], w1 = y ? r.y[1] : r.x[1];
             const uint32_t w2 = y ? r.y[2] : r.x[2], w3 = y ? r.y[3] : r.x[3];
-            const float s0 = y ? r.sy[0] : r.sx[0], s1 = y ? r.sy[1] : r.sx[1];
-            const float s2 = y ? r.sy[2] : r.sx[2], s3 = y ? r.sy[3] : r.sx[3];
+            const uint2 f = y ? r.fy : r.fx;
             /* k columns 2 t, 2 t + 1: keys t, t + 8; 2 t + 8, 2 t + 9:
              * keys t + 4, t + 12 (P's key order, publish) */
             if (mm & 1) {
-                a[mm][0] = v_pair<SC, 2, 6>(w0, w2, s0, s2);
-                a[mm][1] = v_pair<SC, 3, 7>(w0, w2, s0, s2);
-                a[mm][2] = v_pair<SC, 2, 6>(w1, w3, s1, s3);
-                a[mm][3] = v_pair<SC, 3, 7>(w1, w3, s1, s3);
+                a[mm][0] = v_pair<SC, 2, 6>(w0, w2, f.x);
+                a[mm][1] = v_pair<SC, 3, 7>(w0, w2, f.x);
+                a[mm][2] = v_pair<SC, 2, 6>(w1, w3, f.y);
+                a[mm][3] = v_pair<SC, 3, 7>(w1, w3, f.y);
             } else {
-                a[mm][0] = v_pair<SC, 0, 4>(w0, w2, s0, s2);
-                a[mm][1] = v_pair<SC, 1, 5>(w0, w2, s0, s2);
-                a[mm][2] = v_pair<SC, 0, 4>(w1, w3, s1, s3);
-                a[mm][3] = v_pair<SC, 1, 5>(w1, w3, s1, s3);
+                a[mm][0] = v_pair<SC, 0, 4>(w0, w2, f.x);
+                a[mm][1] = v_pair<SC, 1, 5>(w0, w2, f.x);
+                a[mm][2] = v_pair<SC, 0, 4>(w1, w3, f.y);
+                a[mm][3] = v_pair<SC, 1, 5>(w1, w3, f.y);
             }
         }
     }
 
+    /* Bytes LO and HI of {a, b} as bf16 times 2^-120 (exact), with block
+     * scales times their factors f (bf16x2, put_vf; one rounding). */
     template <bool SC, int LO, int HI>
-    MLA_DEV static uint32_t v_pair(uint32_t a, uint32_t b, float s_lo, float s_hi)
+    MLA_DEV static uint32_t v_pair(uint32_t a, uint32_t b, uint32_t f)
     {
-        if (SC)
-            return e4m3_pair_bf16x2_scaled<LO, HI>(a, b, s_lo, s_hi);
-        return e4m3_pair_bf16x2_raw<LO, HI>(a, b);
+        const uint32_t v = e4m3_pair_bf16x2_raw<LO, HI>(a, b);
+        return SC ? bmul2(v, f) : v;
     }
 
     /*
@@ -708,10 +760,9 @@ struct Wide8Consumer {
                 }
             }
         }
-        const uint32_t stg = stage(st.stage), scl = scales(st.stage);
-        const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - (c.t0 + k) * (int)kBN);
+        const uint32_t stg = stage(st.stage);
         uint32_t a[2][4][4];
-        v_frags<SC>(v_load<SC>(stg, scl, nvalid, 0), a[0]);
+        v_frags<SC>(v_load<SC>(stg, slot, 0), a[0]);
         const uint64_t p0 = wg_desc(pslot(slot), 16u, 1024u);
 #pragma unroll
         for (uint32_t ks = 0; ks < 4; ks++) {
@@ -721,7 +772,7 @@ struct Wide8Consumer {
                 wgmma_m64n64_rs<false>(o[mm], a[ks % 2][mm], wg_desc_add(p0, 32u * ks), 1u);
             wg_commit();
             if (ks + 1 < 4) {
-                const VRaw r = v_load<SC>(stg, scl, nvalid, ks + 1);
+                const VRaw r = v_load<SC>(stg, slot, ks + 1);
                 if (ks + 1 == 3)
                     pipe.consumer_release(st);
                 wg_wait<1>(); /* k-step ks - 1 retired: its buffer is free */

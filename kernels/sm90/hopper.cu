@@ -118,31 +118,6 @@ MLA_DEV void init_barriers(const Cta &c)
     fence_mbar_init();
 }
 
-/* Every kernel's start: after the schedule (and the launch check, which
- * traps on a launch its host code cannot have made), a CTA with work
- * lays out its shared memory (layout_of) and thread 0 initializes its
- * barriers (init_barriers_of); a CTA without work reports a call the
- * scheduler flagged and returns false. */
-template <class LaunchOk, class LayoutOf, class InitBarriersOf>
-MLA_DEV bool cta_start(const mla_decode_params &p, LaunchOk launch_ok, LayoutOf layout_of,
-                       InitBarriersOf init_barriers_of)
-{
-    griddep_wait(); /* the schedule; Q, the cache */
-    if (!launch_ok())
-        __trap();
-    if (!cta_has_work(p)) {
-        if (threadIdx.x == 0)
-            report_bad_call(p);
-        return false;
-    }
-    Cta c0;
-    layout_of(c0);
-    if (threadIdx.x == 0)
-        init_barriers_of(c0);
-    __syncthreads();
-    return true;
-}
-
 /* The narrow kernels and the wide BF16 one. */
 template <int FMT, bool NARROW>
 MLA_DEV void decode(const mla_hopper_params &hp)
@@ -150,11 +125,19 @@ MLA_DEV void decode(const mla_hopper_params &hp)
     static_assert(NARROW || FMT == MLA_FMT_BF16, "the wide FP8 kernels are decode_wide8's");
     using R = RegsT<FMT, NARROW>;
     const mla_decode_params &p = hp.p;
-    if (!cta_start(
-            p, [&] { return launch_matches<FMT, NARROW>(p); },
-            [&](Cta &c0) { layout<FMT, NARROW>(p, c0); },
-            [](const Cta &c0) { init_barriers<FMT, NARROW>(c0); }))
+    griddep_wait(); /* the schedule; Q, the cache */
+    if (!launch_matches<FMT, NARROW>(p))
+        __trap();
+    if (!cta_has_work(p)) {
+        if (threadIdx.x == 0)
+            report_bad_call(p);
         return;
+    }
+    Cta c0;
+    layout<FMT, NARROW>(p, c0);
+    if (threadIdx.x == 0)
+        init_barriers<FMT, NARROW>(c0);
+    __syncthreads();
 
     /* Warp index made visibly uniform, so each role is one branch. */
     const uint32_t warp = __shfl_sync(0xffffffffu, threadIdx.x >> 5, 0);
@@ -210,15 +193,20 @@ template <int FMT, bool SCALED>
 MLA_DEV void decode_wide8(const mla_hopper_params &hp)
 {
     const mla_decode_params &p = hp.p;
-    if (!cta_start(
-            p,
-            [&] {
-                return wide8_launch_matches<FMT>(p) &&
-                       (FMT == MLA_FMT_FP8_DS_MLA || p.scales_per_row > 0) == SCALED;
-            },
-            [&](Cta &c0) { wide8_layout<FMT>(p, c0); },
-            [](const Cta &c0) { init_wide8_barriers<FMT>(c0); }))
+    griddep_wait(); /* the schedule; Q, the cache */
+    if (!wide8_launch_matches<FMT>(p) ||
+        (FMT == MLA_FMT_FP8_DS_MLA || p.scales_per_row > 0) != SCALED)
+        __trap();
+    if (!cta_has_work(p)) {
+        if (threadIdx.x == 0)
+            report_bad_call(p);
         return;
+    }
+    Cta c0;
+    wide8_layout<FMT>(p, c0);
+    if (threadIdx.x == 0)
+        init_wide8_barriers<FMT>(c0);
+    __syncthreads();
     const uint32_t warp = __shfl_sync(0xffffffffu, threadIdx.x >> 5, 0);
     const uint32_t lane = threadIdx.x & 31u;
     Cta c;

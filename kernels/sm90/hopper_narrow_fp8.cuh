@@ -98,6 +98,22 @@ MLA_DEV uint32_t frag_pair(uint32_t a, uint32_t b, float s_lo, float s_hi)
     return e4m3_pair_bf16x2_raw<LO, HI>(a, b);
 }
 
+/* The four A registers of a V^T m-tile (rows: the dims in bytes 0, 1 of
+ * each word, or 2, 3 with ODD) from two key pairs: (a0, b0) the keys of k
+ * columns 2 t, 2 t + 1, (a1, b1) those of 2 t + 8, 2 t + 9, with their
+ * scales (the narrow and the wide FP8 consumers pair their keys'
+ * words differently). */
+template <bool SC, bool ODD>
+MLA_DEV void v_mtile(uint32_t a0, uint32_t b0, float sa0, float sb0, uint32_t a1, uint32_t b1,
+                     float sa1, float sb1, uint32_t (&a)[4])
+{
+    constexpr int L = ODD ? 2 : 0;
+    a[0] = frag_pair<SC, L, L + 4>(a0, b0, sa0, sb0);
+    a[1] = frag_pair<SC, L + 1, L + 5>(a0, b0, sa0, sb0);
+    a[2] = frag_pair<SC, L, L + 4>(a1, b1, sa1, sb1);
+    a[3] = frag_pair<SC, L + 1, L + 5>(a1, b1, sa1, sb1);
+}
+
 /* The factor P tiles carry against V converted unscaled (2^-120): 2^112,
  * so that P up to 2^kLazy = 2^8 (the lazy maxima, softmax.cuh) stays
  * finite in bf16; O^T then holds O / 2^8 (vunit).  The factor drops by
@@ -503,17 +519,10 @@ struct NarrowFp8Consumer {
             const uint32_t w0 = x ? r.v[0].y : r.v[0].x, w1 = x ? r.v[1].y : r.v[1].x;
             const uint32_t w2 = x ? r.v[2].y : r.v[2].x, w3 = x ? r.v[3].y : r.v[3].x;
             const float s0 = r.sc[0][x], s1 = r.sc[1][x], s2 = r.sc[2][x], s3 = r.sc[3][x];
-            if (mm & 1) {
-                a[mm][0] = frag_pair<SC, 2, 6>(w0, w1, s0, s1);
-                a[mm][1] = frag_pair<SC, 3, 7>(w0, w1, s0, s1);
-                a[mm][2] = frag_pair<SC, 2, 6>(w2, w3, s2, s3);
-                a[mm][3] = frag_pair<SC, 3, 7>(w2, w3, s2, s3);
-            } else {
-                a[mm][0] = frag_pair<SC, 0, 4>(w0, w1, s0, s1);
-                a[mm][1] = frag_pair<SC, 1, 5>(w0, w1, s0, s1);
-                a[mm][2] = frag_pair<SC, 0, 4>(w2, w3, s2, s3);
-                a[mm][3] = frag_pair<SC, 1, 5>(w2, w3, s2, s3);
-            }
+            if (mm & 1)
+                v_mtile<SC, true>(w0, w1, s0, s1, w2, w3, s2, s3, a[mm]);
+            else
+                v_mtile<SC, false>(w0, w1, s0, s1, w2, w3, s2, s3, a[mm]);
         }
     }
 

@@ -5,7 +5,10 @@
  * tile: the consumers build their wgmma A fragments in registers from the
  * FP8 stage as it landed, so the stages hold FP8 bytes only (three in
  * flight beside the 72-KB Q tile, where a BF16 stage took 72 KB), and no
- * warpgroup converts for the others.  With 64 rows as the N of the MMAs:
+ * warpgroup converts for the others.  This file holds the tile loop (the
+ * scores, P V, the end); hopper_wide8_base.cuh what its parts share,
+ * hopper_wide8_softmax.cuh the tile's P.  With 64 rows as the N of the
+ * MMAs:
  *
  *   S^T[64 keys x 64 rows] = K Q^T     36 k-steps of m64n64k16, by the
  *                                      warpgroup whose tile it is (WG 0
@@ -62,84 +65,31 @@
 #ifndef MLA_HOPPER_WIDE8_CUH
 #define MLA_HOPPER_WIDE8_CUH
 
-#include "hopper_layout.cuh"
-#include "hopper_consume.cuh"
-#include "hopper_load.cuh"
+#include "hopper_wide8_softmax.cuh"
 #include "wgmma.cuh"
 #include "epilogue.cuh"
 #include "convert.cuh"
-#include "hopper_narrow_fp8.cuh" /* kPFold: P against V converted unscaled */
+#include "hopper_narrow_fp8.cuh" /* kPFold, v_mtile: V converted as the narrow kernel does */
 
 namespace mla {
 namespace hopper {
 
-/* The head's fields (c.xchg is the head's base), the P slots' barriers
- * and the end's (in the barrier block's per-layout words: p_full[2] of
- * 128 arrivals, p_free[2] of 256, fin[2] of 256 used once each), and the named barrier of both warpgroups (only before their
- * tile loops: after them the warpgroups have passed different numbers of
- * their own barriers, and racecheck flagged a named barrier of both
- * there in the narrow kernel: doc/performance.md, Measured reasons). */
-constexpr uint32_t kW8Ref = offsetof(mla_wide8_head, ref),
-                   kW8Alpha = offsetof(mla_wide8_head, alpha),
-                   kW8Lim = offsetof(mla_wide8_head, lim),
-                   kW8Changed = offsetof(mla_wide8_head, changed);
-constexpr uint32_t kBarPFull = kBarWords, kBarPFree = kBarWords + 16u,
-                   kBarFin = kBarWords + 32u;
-constexpr uint32_t kNbBoth = kNbP;
-
-/* Block-scaled K (E4M3 /128, /64, /32, DS_MLA) in f16, each value times
- * its block's scale over a power of two of its key (one multiply a pair
- * after the cvt), against an f16 Q tile; the key's power of two goes onto
- * its scores.  The alternative, bf16 from fp32 products (the narrow
- * kernel's scaled pair: seven instructions a pair), is kept for the
- * measurement that decides (bench/micro/fp8_tile.cu): build with
- * -DMLA_WIDE8_SCALED_K_BF16. */
-#ifdef MLA_WIDE8_SCALED_K_BF16
-constexpr bool kScaledKF16 = false;
-#else
-constexpr bool kScaledKF16 = true;
-#endif
-static_assert(kBarFin + 16u <= kBarWords + sizeof(Bars::words), "P slot and end barriers");
-static_assert(32u * kStageRow <= MLA_WIDE8_STAGES * mla_narrow8_stage_bytes(MLA_FMT_FP8_E4M3, 0) &&
-                  32u * kStageRow <= sizeof(mla_wide8_head::q),
-              "32 output rows are staged in the stages, 32 over the Q tile");
-
-template <int FMT>
-MLA_DEV void init_wide8_barriers(const Cta &c)
-{
-    for (uint32_t s = 0; s < MLA_WIDE8_STAGES; s++) {
-        mbar_init(c.bars + kBarLoaded + 8u * s, 1);
-        mbar_init(c.bars + kBarFree + 8u * s, 256);
-    }
-    for (uint32_t k = 0; k < 2; k++) {
-        mbar_init(c.bars + kBarPFull + 8u * k, 128);
-        mbar_init(c.bars + kBarPFree + 8u * k, 256);
-    }
-    for (uint32_t k = 0; k < 2; k++)
-        mbar_init(c.bars + kBarFin + 8u * k, 256);
-    fence_mbar_init();
-}
-
-/* SCALED: K and V carry block scales (DS_MLA always; E4M3 with
- * scales_per_row > 0), else E4M3 converts unscaled.  (The E4M3 block sizes
- * as compile-time constants, one instantiation each, made ptxas spill 392
- * bytes in the kernel holding all four.) */
+/* The consumer warpgroups' tile loop: S^T by the warpgroup whose tile it
+ * is, P by hopper_wide8_softmax.cuh, O^T += V^T P^T by both, the end. */
 template <int FMT, bool SCALED>
-struct Wide8Consumer {
-    static_assert(FMT != MLA_FMT_FP8_DS_MLA || SCALED, "DS_MLA's own scales");
-    static constexpr uint32_t RP = kFp8RowPitch<FMT>;
-    const mla_decode_params &p;
-    const Cta &c;
-    uint32_t wg, w, g, t;
-    float smul;                /* scores to log2 units */
-    float o[4][8][4];          /* O^T: m-tile mm, query columns 8 nt + 2 t (+1) */
-    float l[2];                /* this warp's part of the row sums of columns
-                                * col(2 g) and col(2 g + 1), in the units of the
-                                * last tile it took factors of */
+struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
+    using B = Wide8Base<FMT, SCALED>;
+    using S = Wide8Softmax<FMT, SCALED>;
+    using B::RP, B::p, B::c, B::wg, B::w, B::g, B::t, B::smul, B::l, B::kScaled;
+    using B::kmul, B::tid, B::head, B::cmax, B::stage, B::scales, B::pipe, B::bars, B::col,
+        B::pfull, B::pfree, B::pslot, B::k_scale, B::key_unit, B::hmul2, B::bmul2,
+        B::bf16x2_of_pow2, B::v_scale;
+    using S::take_factors;
+    float o[4][8][4]; /* O^T: m-tile mm, query columns 8 nt + 2 t (+1) */
 
     MLA_DEV Wide8Consumer(const mla_decode_params &p_, const Cta &c_, uint32_t wg_, uint32_t wl,
                           uint32_t lane)
-        : p(p_), c(c_), wg(wg_), w(wl), g(lane >> 2), t(lane & 3u)
+        : S(p_, c_, wg_, wl, lane)
     {
 #pragma unroll
         for (int mm = 0; mm < 4; mm++)
@@ -148,66 +98,9 @@ struct Wide8Consumer {
 #pragma unroll
                 for (int e = 0; e < 4; e++)
                     o[mm][nt][e] = 0.0f;
-        l[0] = l[1] = 0.0f;
     }
-
-    /* DS_MLA: kv_scale, folded into the nope K scales (the RoPE is
-     * unscaled). */
-    MLA_DEV float kmul() const { return FMT == MLA_FMT_FP8_DS_MLA ? p.out_scale : 1.0f; }
-    /* Whether K and V carry block scales (else E4M3 converts unscaled). */
-    static constexpr bool kScaled = SCALED;
-
-    /* E4M3 block scales a row, and log2 of their block (0: none); from
-     * the parameters (constant bank) rather than held: registers */
-    MLA_DEV int spr() const { return FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0; }
-    MLA_DEV int gshift() const { return spr() > 0 ? 31 - __clz(p.scale_block) : 0; }
-
-    /* 0..255 over both consumer warpgroups */
-    MLA_DEV uint32_t tid() const { return 128u * wg + 32u * w + 4u * g + t; }
-
-    /* The buffers, from the layout's base (c.sq) and constants rather than
-     * c's fields: registers, which the tile loop has none to spare of. */
-    MLA_DEV uint32_t head() const { return c.sq; }
-    MLA_DEV uint32_t cmax() const { return c.sq + (uint32_t)offsetof(mla_wide8_head, cx); }
-    MLA_DEV uint32_t stage_bytes() const
-    {
-        return mla_narrow8_stage_bytes(FMT, FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0);
-    }
-    MLA_DEV uint32_t stage(uint32_t s) const
-    {
-        return c.sq + (uint32_t)sizeof(mla_wide8_head) + s * stage_bytes();
-    }
-    MLA_DEV uint32_t scales(uint32_t s) const
-    {
-        return stage(s) + (FMT == MLA_FMT_FP8_DS_MLA ? kDsScaleOffset : kBN * RP);
-    }
-    MLA_DEV uint32_t bars() const
-    {
-        return stage(MLA_WIDE8_STAGES) + (uint32_t)offsetof(mla_wide8_tail, bars);
-    }
-    MLA_DEV Pipe pipe() const { return Pipe{bars() + kBarLoaded, bars() + kBarFree}; }
-
-    /* Query column (packed row of the M tile) of register slot j: slot j
-     * is s[j / 2][(j & 1) + 2h] of an S^T fragment, h the key half. */
-    MLA_DEV uint32_t col(int j) const { return 8u * (uint32_t)(j >> 1) + 2u * t + (uint32_t)(j & 1); }
-
-    MLA_DEV uint32_t pfull(uint32_t slot) const { return bars() + kBarPFull + 8u * slot; }
-    MLA_DEV uint32_t pfree(uint32_t slot) const { return bars() + kBarPFree + 8u * slot; }
-    MLA_DEV uint32_t pslot(uint32_t slot) const
-    {
-        return c.sq + (uint32_t)offsetof(mla_wide8_head, p) + kPTile8 * slot;
-    }
-    static constexpr uint32_t kPTile8 = sizeof(mla_wide8_head::p[0]);
 
     /* ---- S^T = K Q^T ---- */
-
-    /* Scale of key row r over this thread's 16 dims of chunk ch. */
-    MLA_DEV float k_scale(uint32_t scl, uint32_t r, uint32_t ch) const
-    {
-        if (FMT == MLA_FMT_FP8_DS_MLA)
-            return lds_f32(scl + RP * r + 4u * (ch >> 1)) * kmul();
-        return lds_f32(scl + 4u * (r * (uint32_t)spr() + ((64u * ch + 16u * t) >> gshift())));
-    }
 
     /* The bytes of chunk ch for key rows 16 w + g (x) and + 8 (y), loaded
      * before the wait for the buffer they go to; DS_MLA chunk 8 is the
@@ -222,49 +115,6 @@ struct Wide8Consumer {
      * block scales with kScaledKF16. */
     template <bool SC>
     static constexpr bool kKF16 = !SC || kScaledKF16;
-
-    /* Of key row r: 2^e for the largest of its block scales (clamped so
-     * that 2^e and 2^-e are normal; 1 for none or all zero); returns
-     * 2^-e, sets up = 2^e.  NaN scales are passed over (the scaled values
-     * stay NaN), an infinite one makes 2^-e 0 (and its values NaN). */
-    MLA_DEV float key_unit(uint32_t scl, uint32_t r, float &up) const
-    {
-        float m = 0.0f;
-        if (FMT == MLA_FMT_FP8_DS_MLA) {
-#pragma unroll
-            for (uint32_t b = 0; b < 4; b++)
-                m = fmaxf(m, fabsf(lds_f32(scl + RP * r + 4u * b)) * kmul());
-        } else {
-            for (int b = 0; b < spr(); b++)
-                m = fmaxf(m, fabsf(lds_f32(scl + 4u * (r * (uint32_t)spr() + (uint32_t)b))));
-        }
-        if (!(m < __int_as_float(0x7f800000))) { /* Inf */
-            up = m;
-            return 0.0f;
-        }
-        const int e = m > 0.0f ? max(-100, min(100, (int)(__float_as_uint(m) >> 23) - 127)) : 0;
-        up = __int_as_float((127 + e) << 23);
-        return __int_as_float((127 - e) << 23);
-    }
-
-    MLA_DEV static uint32_t hmul2(uint32_t a, uint32_t b)
-    {
-        uint32_t d;
-        asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-        return d;
-    }
-    MLA_DEV static uint32_t bmul2(uint32_t a, uint32_t b)
-    {
-        uint32_t d;
-        asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-        return d;
-    }
-    /* bf16x2 of (v, v), v a power of two (exact) */
-    MLA_DEV static uint32_t bf16x2_of_pow2(float v)
-    {
-        const uint32_t h = __float_as_uint(v) >> 16;
-        return h | (h << 16);
-    }
 
     /* kd: the inverses of the keys' powers of two (f16 path) */
     template <bool SC>
@@ -389,225 +239,7 @@ struct Wide8Consumer {
         wg_hold(s);
     }
 
-    /* ---- the tile's P ---- */
-
-    /* The row sums take the factors of the tile in P slot `slot` (the
-     * other warpgroup's, published), if its reference changed. */
-    MLA_DEV void take_factors(uint32_t slot)
-    {
-        if (lds32(head() + kW8Changed + 4u * slot) != 0u)
-            scale_sums(slot);
-    }
-
-    /* l times the factors in P slot `slot`. */
-    MLA_DEV void scale_sums(uint32_t slot)
-    {
-#pragma unroll
-        for (int i = 0; i < 2; i++)
-            l[i] *= lds_f32(head() + kW8Alpha + 256u * slot + 4u * col(2 * (int)g + i));
-    }
-
-    /* The tile's sums lt over the warp's 16 keys, reduced and scattered
-     * over the 8 lanes of equal t: lane g adds those of slots 2 g and
-     * 2 g + 1 to l (three halving exchanges, 14 shuffles). */
-    MLA_DEV void add_sums(const float (&lt)[16])
-    {
-        float h8[8], h4[4];
-        const bool b2 = g & 4u, b1 = g & 2u, b0 = g & 1u;
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            h8[i] = (b2 ? lt[i + 8] : lt[i]) + __shfl_xor_sync(0xffffffffu, b2 ? lt[i] : lt[i + 8], 16);
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            h4[i] = (b1 ? h8[i + 4] : h8[i]) + __shfl_xor_sync(0xffffffffu, b1 ? h8[i] : h8[i + 4], 8);
-#pragma unroll
-        for (int i = 0; i < 2; i++)
-            l[i] += (b0 ? h4[i + 2] : h4[i]) + __shfl_xor_sync(0xffffffffu, b0 ? h4[i] : h4[i + 2], 4);
-    }
-
-    /* The reference at r for this thread's 16 columns (none: -inf, no
-     * reference yet), all loaded before P's stores: ptxas does not move a
-     * shared load above a store it cannot tell apart from it (the P tile's
-     * addresses are swizzled), so loads between the stores would make P a
-     * chain of load, exp2, store a column. */
-    MLA_DEV void load_ref(uint32_t r, bool none, float (&ref)[16]) const
-    {
-        const float ninf = -__int_as_float(0x7f800000);
-#pragma unroll
-        for (int j = 0; j < 16; j += 2) {
-            const uint2 v = none ? make_uint2(0u, 0u) : lds64(r + 4u * col(j)); /* col(j), + 1 */
-            ref[j] = none ? ninf : __uint_as_float(v.x);
-            ref[j + 1] = none ? ninf : __uint_as_float(v.y);
-        }
-    }
-
-    /* P of the scores s against the reference ref into P slot `slot`,
-     * one 32-bit store a column: the thread's keys 16 w + g and + 8 are
-     * P's key positions 16 w + 2 g and + 1 (v_frags puts keys t and t + 8
-     * in one k-column pair); lt takes the tile's sums. */
-    MLA_DEV void write_p(const float (&s)[8][4], const float (&ref)[16], uint32_t slot,
-                         float (&lt)[16]) const
-    {
-        const float ninf = -__int_as_float(0x7f800000);
-        const float pf = kScaled ? 1.0f : kPFold;
-        const uint32_t pt = pslot(slot);
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const float base = ref[j] == ninf ? 0.0f : ref[j];
-            const float p0 = ex2(s[j >> 1][j & 1] - base), p1 = ex2(s[j >> 1][(j & 1) + 2] - base);
-            lt[j] = p0 + p1;
-            sts32(p_tile_addr(pt, col(j), 16u * w + 2u * g), pack_bf16x2(p0 * pf, p1 * pf));
-        }
-    }
-
-    /* Whether a score of s passes the reference ref (-inf: any live
-     * score) by more than 2^8, over the warpgroup (its named barrier). */
-    MLA_DEV bool jumps(const float (&s)[8][4], const float (&ref)[16]) const
-    {
-        bool jump = false;
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-            jump |= fmaxf(s[j >> 1][j & 1], s[j >> 1][(j & 1) + 2]) > ref[j] + ColumnSoftmax::kLazy;
-        return bar_red_or(kNbWg0 + wg, 128, jump);
-    }
-
-    /* P slot `slot` complete: its changed flag, then the P V may read it. */
-    MLA_DEV void post_p(uint32_t slot, bool changed, const float (&lt)[16])
-    {
-        if (w == 0 && g == 0 && t == 0)
-            sts32(head() + kW8Changed + 4u * slot, changed ? 1u : 0u);
-        fence_proxy_async(); /* P is read by the wgmmas (async proxy) */
-        mbar_arrive(pfull(slot));
-        add_sums(lt);
-    }
-
-    /*
-     * Tile k of the piece (this warpgroup's), scores in s: scaled and
-     * masked, P against the reference after tile k - 1 (published by the
-     * other warpgroup), new maxima where a score passed it by more than
-     * 2^8, then P, the reference and the factors into this warpgroup's P
-     * slot.  The row sums take tile k - 1's factors (the other
-     * warpgroup's: this one's were taken when it published), then this
-     * tile's and its P.
-     *
-     * From the third tile on, P is first computed against this
-     * warpgroup's own reference, that after tile k - 2 (still in its slot),
-     * before the wait for tile k - 1: the reference rarely changes, and
-     * when neither tile k - 1 nor this tile changed it, that P is the
-     * tile's and the slot already holds the tile's reference, so the two
-     * warpgroups' softmax runs side by side rather than one after the
-     * other.  Otherwise P is computed again against tile k - 1's.
-     */
-    template <bool SC>
-    MLA_DEV void publish(int k, float (&s)[8][4], uint32_t scl)
-    {
-        const float ninf = -__int_as_float(0x7f800000);
-        const uint32_t slot = wg, head = this->head();
-        const int tile = c.t0 + k;
-        const int key0 = tile * (int)kBN + 16 * (int)w + (int)g;
-        /* keys every row sees: the length, less the later tokens' */
-        const bool mask = (tile + 1) * (int)kBN > (p.causal ? c.len - p.q_len + 1 : c.len);
-        /* f16 path: the keys' powers of two (qk divided them out) */
-        float kf[2] = {1.0f, 1.0f};
-        if (SC && kScaledKF16) {
-            key_unit(scl, 16u * w + g, kf[0]);
-            key_unit(scl, 16u * w + g + 8u, kf[1]);
-        }
-        /* slot j: s[j / 2][(j & 1) + 2 h], keys key0 + 8 h */
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const int lim = mask ? (int)lds32(head + kW8Lim + 4u * col(j)) : 0x7fffffff;
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                float &v = s[j >> 1][(j & 1) + 2 * h];
-                v = key0 + 8 * h < lim ? v * smul * kf[h] : ninf;
-            }
-        }
-        /* rprev: the other warpgroup's slot, the reference after tile
-         * k - 1 once it is published (-inf before the first tile); rown:
-         * this one's, the reference after tile k - 2 until this tile's is
-         * written. */
-        const uint32_t rprev = head + kW8Ref + 256u * (slot ^ 1u), rown = head + kW8Ref + 256u * slot;
-        /* This slot's P (tile k - 2) has left both warpgroups' P V.  (The
-         * other warpgroup's reads of this slot's reference and factors, in
-         * its publish of tile k - 1, come before its arrival on
-         * pfull(slot ^ 1), which this warpgroup waits for before it writes
-         * them.) */
-        if (k >= 2)
-            mbar_wait(pfree(slot), (uint32_t)((k >> 1) - 1) & 1u);
-        float lt[16], ref[16];
-        if (k >= 2) { /* against this slot's reference: that after tile k - 2 */
-            load_ref(rown, false, ref);
-            if (!jumps(s, ref)) {
-                write_p(s, ref, slot, lt);
-                mbar_wait(pfull(slot ^ 1u), (uint32_t)((k - 1) >> 1) & 1u);
-                /* tile k - 1 kept the reference: so does this tile, whose P
-                 * stands (the slot already holds the reference) */
-                if (lds32(head + kW8Changed + 4u * (slot ^ 1u)) == 0u) {
-                    post_p(slot, false, lt);
-                    return;
-                }
-            }
-        }
-        if (k > 0) {
-            mbar_wait(pfull(slot ^ 1u), (uint32_t)((k - 1) >> 1) & 1u);
-            take_factors(slot ^ 1u);
-        }
-        load_ref(rprev, k == 0, ref);
-        const bool changed = jumps(s, ref);
-        if (changed) {
-            /* The tile's column maxima over the warpgroup; the new
-             * reference, the factors for O and the sums. */
-            const uint32_t cx = cmax() + 1024u * wg;
-#pragma unroll
-            for (int j = 0; j < 16; j++) {
-                float mx = fmaxf(s[j >> 1][j & 1], s[j >> 1][(j & 1) + 2]);
-#pragma unroll
-                for (int x = 4; x < 32; x <<= 1)
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
-                if (g == 0)
-                    sts32(cx + 256u * w + 4u * col(j), __float_as_uint(mx));
-            }
-            bar_sync(kNbWg0 + wg, 128);
-#pragma unroll
-            for (int j = 0; j < 16; j++) {
-                float m = lds_f32(cx + 4u * col(j));
-#pragma unroll
-                for (uint32_t x = 1; x < 4; x++)
-                    m = fmaxf(m, lds_f32(cx + 256u * x + 4u * col(j)));
-                const float nr = fmaxf(ref[j], m);
-                const float alpha = ref[j] == ninf ? 0.0f : ex2(ref[j] - nr);
-                ref[j] = nr;
-                if (w == 0 && g == 0) {
-                    sts32(rown + 4u * col(j), __float_as_uint(nr));
-                    sts32(head + kW8Alpha + 256u * slot + 4u * col(j), __float_as_uint(alpha));
-                }
-            }
-            bar_sync(kNbWg0 + wg, 128); /* the factors, for every thread */
-            scale_sums(slot);
-        } else {
-            /* The reference after k - 1 is k's: into this slot (this
-             * warpgroup read the old one before the barrier of jumps, the
-             * other before its arrival on pfull for tile k - 1). */
-            if (w == 0 && g == 0) {
-#pragma unroll
-                for (int j = 0; j < 16; j++)
-                    sts32(rown + 4u * col(j), __float_as_uint(ref[j]));
-            }
-        }
-        write_p(s, ref, slot, lt);
-        post_p(slot, changed, lt);
-    }
-
     /* ---- O^T += V^T P^T ---- */
-
-    /* Scale of key row r over this thread's 4 value dims from d. */
-    MLA_DEV float v_scale(uint32_t scl, uint32_t r, uint32_t d) const
-    {
-        if (FMT == MLA_FMT_FP8_DS_MLA)
-            return lds_f32(scl + RP * r + 4u * (d >> 7));
-        return lds_f32(scl + 4u * (r * (uint32_t)spr() + (d >> gshift())));
-    }
 
     /* The V bytes of k-step ks for this thread's dims of blocks 2 wg (x)
      * and 2 wg + 1 (y), keys 16 ks + t + 4 i, and with SC their scales
@@ -654,26 +286,11 @@ struct Wide8Consumer {
             const float s2 = y ? r.sy[2] : r.sx[2], s3 = y ? r.sy[3] : r.sx[3];
             /* k columns 2 t, 2 t + 1: keys t, t + 8; 2 t + 8, 2 t + 9:
              * keys t + 4, t + 12 (P's key order, publish) */
-            if (mm & 1) {
-                a[mm][0] = v_pair<SC, 2, 6>(w0, w2, s0, s2);
-                a[mm][1] = v_pair<SC, 3, 7>(w0, w2, s0, s2);
-                a[mm][2] = v_pair<SC, 2, 6>(w1, w3, s1, s3);
-                a[mm][3] = v_pair<SC, 3, 7>(w1, w3, s1, s3);
-            } else {
-                a[mm][0] = v_pair<SC, 0, 4>(w0, w2, s0, s2);
-                a[mm][1] = v_pair<SC, 1, 5>(w0, w2, s0, s2);
-                a[mm][2] = v_pair<SC, 0, 4>(w1, w3, s1, s3);
-                a[mm][3] = v_pair<SC, 1, 5>(w1, w3, s1, s3);
-            }
+            if (mm & 1)
+                v_mtile<SC, true>(w0, w2, s0, s2, w1, w3, s1, s3, a[mm]);
+            else
+                v_mtile<SC, false>(w0, w2, s0, s2, w1, w3, s1, s3, a[mm]);
         }
-    }
-
-    template <bool SC, int LO, int HI>
-    MLA_DEV static uint32_t v_pair(uint32_t a, uint32_t b, float s_lo, float s_hi)
-    {
-        if (SC)
-            return e4m3_pair_bf16x2_scaled<LO, HI>(a, b, s_lo, s_hi);
-        return e4m3_pair_bf16x2_raw<LO, HI>(a, b);
     }
 
     /*
@@ -760,7 +377,7 @@ struct Wide8Consumer {
                     sk.advance(MLA_WIDE8_STAGES);
                 pipe.consumer_wait(sk);
                 qk<SC>(s, stage(sk.stage), scales(sk.stage));
-                publish<SC>(k, s, scales(sk.stage));
+                this->template publish<SC>(k, s, scales(sk.stage));
             }
             pv_tile<SC>(k0, st);
             st.advance(MLA_WIDE8_STAGES);

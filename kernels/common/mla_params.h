@@ -447,7 +447,9 @@ MLA_HD_CONSTEXPR uint32_t mla_narrow_smem_bytes(int32_t fmt)
 /* Head: the Q tile (its dims permuted as the narrow FP8 kernel's); the P
  * tile of each warpgroup's tiles (64 rows x 64 keys), with the reference
  * maxima and the factors for O that came with it; the key limits of the
- * rows; the column exchange (warpgroup x warp x 64 columns).  Then
+ * rows; the column exchange (warpgroup x warp x 64 columns); with block
+ * scales, V's factors of the P tile's keys (bf16 pairs, up to 16 scale
+ * blocks of 32 key pairs: kernels/sm90/hopper_wide8.cuh, vf_word).  Then
  * MLA_WIDE8_STAGES stages of mla_narrow8_stage_bytes(), then the tail:
  * the mbarriers. */
 struct mla_wide8_head {
@@ -459,6 +461,7 @@ struct mla_wide8_head {
     float cx[2][4][MLA_BLOCK_M];
     uint32_t changed[2];
     uint32_t pad[2];
+    uint32_t vf[2][16][32];
 };
 struct mla_wide8_tail {
     uint64_t bars[32];

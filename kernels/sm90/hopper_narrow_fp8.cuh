@@ -101,8 +101,8 @@ MLA_DEV uint32_t frag_pair(uint32_t a, uint32_t b, float s_lo, float s_hi)
 /* The four A registers of a V^T m-tile (rows: the dims in bytes 0, 1 of
  * each word, or 2, 3 with ODD) from two key pairs: (a0, b0) the keys of k
  * columns 2 t, 2 t + 1, (a1, b1) those of 2 t + 8, 2 t + 9, with their
- * scales (the narrow and the wide FP8 consumers pair their keys'
- * words differently). */
+ * scales (the wide FP8 consumer's, with a bf16 factor a key pair, is in
+ * hopper_wide8.cuh). */
 template <bool SC, bool ODD>
 MLA_DEV void v_mtile(uint32_t a0, uint32_t b0, float sa0, float sb0, uint32_t a1, uint32_t b1,
                      float sa1, float sb1, uint32_t (&a)[4])

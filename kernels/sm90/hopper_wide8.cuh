@@ -54,8 +54,13 @@
  *    2^e put back on the key's scores; DS_MLA's bf16 RoPE times 2^-e
  *    (exact) against a bf16 Q chunk, its nope scales times kv_scale (the
  *    RoPE is unscaled; the scores then take score_scale_log2 / kv_scale).
- *    V times its scales in fp32, rounded to bf16 (convert.cuh's scaled
- *    pair).  Keys past the length have their V bytes and scales zeroed.
+ *    V to bf16 times 2^-120 as without scales, times a factor a key and
+ *    block in bf16 (one multiply a pair): its scale over the power of two
+ *    of the key's largest V scale, times 2^112, rounded to bf16 as
+ *    FlashMLA's FP8 kernels round their scales; the key's power of two
+ *    goes onto its P (times 2^8).  The warpgroup that publishes a tile's P
+ *    puts the tile's factors beside it (put_vf); a key past the length
+ *    has factor 0 (its bytes convert finite).
  *    A block whose scale is below 2^-24 of its key's largest loses
  *    precision in f16 (its share of the score is below the fp32 sums'
  *    rounding there).
@@ -68,8 +73,6 @@
 #include "hopper_wide8_softmax.cuh"
 #include "wgmma.cuh"
 #include "epilogue.cuh"
-#include "convert.cuh"
-#include "hopper_narrow_fp8.cuh" /* kPFold, v_mtile: V converted as the narrow kernel does */
 
 namespace mla {
 namespace hopper {
@@ -81,9 +84,9 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
     using B = Wide8Base<FMT, SCALED>;
     using S = Wide8Softmax<FMT, SCALED>;
     using B::RP, B::p, B::c, B::wg, B::w, B::g, B::t, B::smul, B::l, B::kScaled;
-    using B::kmul, B::tid, B::head, B::cmax, B::stage, B::scales, B::pipe, B::bars, B::col,
-        B::pfull, B::pfree, B::pslot, B::k_scale, B::key_unit, B::hmul2, B::bmul2,
-        B::bf16x2_of_pow2, B::v_scale;
+    using B::kmul, B::spr, B::gshift, B::tid, B::head, B::cmax, B::stage, B::scales, B::pipe,
+        B::bars, B::col, B::pfull, B::pfree, B::pslot, B::k_scale, B::hmul2, B::bmul2,
+        B::bf16x2_of_pow2, B::vshift, B::vf_word;
     using S::take_factors;
     float o[4][8][4]; /* O^T: m-tile mm, query columns 8 nt + 2 t (+1) */
 
@@ -208,8 +211,8 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
     {
         float kd[2] = {1.0f, 1.0f}, up;
         if (SC && kScaledKF16) {
-            kd[0] = key_unit(scl, 16u * w + g, up);
-            kd[1] = key_unit(scl, 16u * w + g + 8u, up);
+            kd[0] = this->key_unit(scl, 16u * w + g, up);
+            kd[1] = this->key_unit(scl, 16u * w + g + 8u, up);
         }
         uint32_t a[2][4][4];
         k_frags<SC>(k_load<SC>(stg, scl, 0, kd), 0, kd, a[0]);
@@ -242,15 +245,16 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
     /* ---- O^T += V^T P^T ---- */
 
     /* The V bytes of k-step ks for this thread's dims of blocks 2 wg (x)
-     * and 2 wg + 1 (y), keys 16 ks + t + 4 i, and with SC their scales
-     * (zeros past the length: garbage bytes or scales could be NaN). */
+     * and 2 wg + 1 (y), keys 16 ks + t + 4 i, and with SC their factors
+     * for the key pairs (t, t + 8) and (t + 4, t + 12) (put_vf: 0 past
+     * the length, where the bytes are garbage but convert finite). */
     struct VRaw {
         uint32_t x[4], y[4];
-        float sx[4], sy[4];
+        uint2 fx, fy;
     };
 
     template <bool SC>
-    MLA_DEV VRaw v_load(uint32_t stg, uint32_t scl, uint32_t nvalid, uint32_t ks) const
+    MLA_DEV VRaw v_load(uint32_t stg, uint32_t slot, uint32_t ks) const
     {
         const uint32_t d0 = 256u * wg + 32u * w + 4u * g;
         VRaw r;
@@ -259,15 +263,11 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
             const uint32_t key = 16u * ks + t + 4u * i;
             r.x[i] = lds32(stg + RP * key + d0);
             r.y[i] = lds32(stg + RP * key + d0 + 128u);
-            r.sx[i] = r.sy[i] = 1.0f;
-            if (SC) {
-                r.sx[i] = v_scale(scl, key, d0);
-                r.sy[i] = v_scale(scl, key, d0 + 128u);
-                if (key >= nvalid) {
-                    r.x[i] = r.y[i] = 0u;
-                    r.sx[i] = r.sy[i] = 0.0f;
-                }
-            }
+        }
+        r.fx = r.fy = make_uint2(0u, 0u);
+        if (SC) {
+            r.fx = lds64(vf_word(slot, d0 >> vshift(), ks, t));
+            r.fy = lds64(vf_word(slot, (d0 + 128u) >> vshift(), ks, t));
         }
         return r;
     }
@@ -282,15 +282,38 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
             const bool y = mm >> 1;
             const uint32_t w0 = y ? r.y[0] : r.x[0], w1 = y ? r.y[1] : r.x[1];
             const uint32_t w2 = y ? r.y[2] : r.x[2], w3 = y ? r.y[3] : r.x[3];
-            const float s0 = y ? r.sy[0] : r.sx[0], s1 = y ? r.sy[1] : r.sx[1];
-            const float s2 = y ? r.sy[2] : r.sx[2], s3 = y ? r.sy[3] : r.sx[3];
+            const uint2 f = y ? r.fy : r.fx;
             /* k columns 2 t, 2 t + 1: keys t, t + 8; 2 t + 8, 2 t + 9:
              * keys t + 4, t + 12 (P's key order, publish) */
             if (mm & 1)
-                v_mtile<SC, true>(w0, w2, s0, s2, w1, w3, s1, s3, a[mm]);
+                v_mtile<SC, true>(w0, w2, w1, w3, f, a[mm]);
             else
-                v_mtile<SC, false>(w0, w2, s0, s2, w1, w3, s1, s3, a[mm]);
+                v_mtile<SC, false>(w0, w2, w1, w3, f, a[mm]);
         }
+    }
+
+    /* The four A registers of a V^T m-tile (rows: the dims in bytes 0, 1
+     * of each word, or 2, 3 with ODD) from the key pairs (a0, b0) and (a1,
+     * b1) with their factors f.x and f.y (the narrow kernel's v_mtile
+     * takes fp32 scales a key instead). */
+    template <bool SC, bool ODD>
+    MLA_DEV static void v_mtile(uint32_t a0, uint32_t b0, uint32_t a1, uint32_t b1, uint2 f,
+                                uint32_t (&a)[4])
+    {
+        constexpr int L = ODD ? 2 : 0;
+        a[0] = v_pair<SC, L, L + 4>(a0, b0, f.x);
+        a[1] = v_pair<SC, L + 1, L + 5>(a0, b0, f.x);
+        a[2] = v_pair<SC, L, L + 4>(a1, b1, f.y);
+        a[3] = v_pair<SC, L + 1, L + 5>(a1, b1, f.y);
+    }
+
+    /* Bytes LO and HI of {a, b} as bf16 times 2^-120 (exact), with block
+     * scales times their factors f (bf16x2, put_vf; one rounding). */
+    template <bool SC, int LO, int HI>
+    MLA_DEV static uint32_t v_pair(uint32_t a, uint32_t b, uint32_t f)
+    {
+        const uint32_t v = e4m3_pair_bf16x2_raw<LO, HI>(a, b);
+        return SC ? bmul2(v, f) : v;
     }
 
     /*
@@ -325,10 +348,9 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
                 }
             }
         }
-        const uint32_t stg = stage(st.stage), scl = scales(st.stage);
-        const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - (c.t0 + k) * (int)kBN);
+        const uint32_t stg = stage(st.stage);
         uint32_t a[2][4][4];
-        v_frags<SC>(v_load<SC>(stg, scl, nvalid, 0), a[0]);
+        v_frags<SC>(v_load<SC>(stg, slot, 0), a[0]);
         const uint64_t p0 = wg_desc(pslot(slot), 16u, 1024u);
 #pragma unroll
         for (uint32_t ks = 0; ks < 4; ks++) {
@@ -338,7 +360,7 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
                 wgmma_m64n64_rs<false>(o[mm], a[ks % 2][mm], wg_desc_add(p0, 32u * ks), 1u);
             wg_commit();
             if (ks + 1 < 4) {
-                const VRaw r = v_load<SC>(stg, scl, nvalid, ks + 1);
+                const VRaw r = v_load<SC>(stg, slot, ks + 1);
                 if (ks + 1 == 3)
                     pipe.consumer_release(st);
                 wg_wait<1>(); /* k-step ks - 1 retired: its buffer is free */

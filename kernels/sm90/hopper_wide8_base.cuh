@@ -1,9 +1,8 @@
 /*
- * hopper_wide8_base.cuh - what the parts of the wide FP8 consumers
- * (hopper_wide8.cuh, hopper_wide8_softmax.cuh) share: the head's fields
- * and barriers, a consumer thread's place (warpgroup, warp, fragment row
- * and column), the buffers of the layout, and the block scales as the K
- * and V sides read them.
+ * hopper_wide8_base.cuh - what both parts of the wide FP8 consumers
+ * (hopper_wide8.cuh) share: the head's fields and barriers, a consumer
+ * thread's place (warpgroup, warp, fragment row and column), the buffers
+ * of the layout, and the block scales as the K, P and V sides read them.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -144,17 +143,19 @@ struct Wide8Base {
         return lds_f32(scl + 4u * (r * (uint32_t)spr() + ((64u * ch + 16u * t) >> gshift())));
     }
 
-    /* Of key row r: 2^e for the largest of its block scales (clamped so
-     * that 2^e and 2^-e are normal; 1 for none or all zero); returns
-     * 2^-e, sets up = 2^e.  NaN scales are passed over (the scaled values
-     * stay NaN), an infinite one makes 2^-e 0 (and its values NaN). */
+    /* Of key row r: 2^e for the largest of its block scales (K's: times
+     * DS_MLA's kv_scale; V's: without), clamped so that 2^e and 2^-e are
+     * normal, 1 for none or all zero; returns 2^-e, sets up = 2^e.  NaN
+     * scales are passed over (the scaled values stay NaN), an infinite one
+     * makes 2^-e 0 (and its values NaN). */
+    template <bool KMUL = true>
     MLA_DEV float key_unit(uint32_t scl, uint32_t r, float &up) const
     {
         float m = 0.0f;
         if (FMT == MLA_FMT_FP8_DS_MLA) {
 #pragma unroll
             for (uint32_t b = 0; b < 4; b++)
-                m = fmaxf(m, fabsf(lds_f32(scl + RP * r + 4u * b)) * kmul());
+                m = fmaxf(m, fabsf(lds_f32(scl + RP * r + 4u * b)) * (KMUL ? kmul() : 1.0f));
         } else {
             for (int b = 0; b < spr(); b++)
                 m = fmaxf(m, fabsf(lds_f32(scl + 4u * (r * (uint32_t)spr() + (uint32_t)b))));
@@ -193,6 +194,18 @@ struct Wide8Base {
         if (FMT == MLA_FMT_FP8_DS_MLA)
             return lds_f32(scl + RP * r + 4u * (d >> 7));
         return lds_f32(scl + 4u * (r * (uint32_t)spr() + (d >> gshift())));
+    }
+
+    /* log2 of V's scale block (DS_MLA: 128 channels) */
+    MLA_DEV uint32_t vshift() const { return FMT == MLA_FMT_FP8_DS_MLA ? 7u : (uint32_t)gshift(); }
+
+    /* The word of V's factors in P slot `slot` for scale block b and the
+     * keys 16 ks + j and + 8 (a bf16 pair): pairs j and j + 4 side by side
+     * (one 8-byte load in v_load). */
+    MLA_DEV uint32_t vf_word(uint32_t slot, uint32_t b, uint32_t ks, uint32_t j) const
+    {
+        return head() + (uint32_t)offsetof(mla_wide8_head, vf) +
+               4u * (512u * slot + 32u * b + 8u * ks + 2u * (j & 3u) + (j >> 2));
     }
 };
 

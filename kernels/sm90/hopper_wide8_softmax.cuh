@@ -1,9 +1,9 @@
 /*
  * hopper_wide8_softmax.cuh - the tile's P in the wide FP8 consumers
  * (hopper_wide8.cuh): the warpgroup that took a tile's scores turns them
- * into P against the lazy reference maxima and publishes P with the
- * reference and the factors for O in its P slot, and keeps its part of
- * the row sums (publish, and what it calls).
+ * into P against the lazy reference maxima, publishes P with the
+ * reference, the factors for O and V's factors in its P slot, and keeps
+ * its part of the row sums (publish, and what it calls).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -12,6 +12,7 @@
 
 #include "hopper_wide8_base.cuh"
 #include "softmax.cuh"
+#include "convert.cuh"
 #include "hopper_narrow_fp8.cuh" /* kPFold: P against V converted unscaled */
 
 namespace mla {
@@ -21,7 +22,8 @@ template <int FMT, bool SCALED>
 struct Wide8Softmax : Wide8Base<FMT, SCALED> {
     using B = Wide8Base<FMT, SCALED>;
     using B::p, B::c, B::wg, B::w, B::g, B::t, B::smul, B::l, B::kScaled;
-    using B::head, B::cmax, B::col, B::pfull, B::pfree, B::pslot, B::key_unit;
+    using B::head, B::cmax, B::col, B::pfull, B::pfree, B::pslot, B::v_scale, B::vshift,
+        B::vf_word;
     using B::B;
 
     /* The row sums take the factors of the tile in P slot `slot` (the
@@ -77,19 +79,19 @@ struct Wide8Softmax : Wide8Base<FMT, SCALED> {
     /* P of the scores s against the reference ref into P slot `slot`,
      * one 32-bit store a column: the thread's keys 16 w + g and + 8 are
      * P's key positions 16 w + 2 g and + 1 (v_frags puts keys t and t + 8
-     * in one k-column pair); lt takes the tile's sums. */
+     * in one k-column pair), P times pf[h] (the fold of V's conversion,
+     * v_pair); lt takes the tile's sums. */
     MLA_DEV void write_p(const float (&s)[8][4], const float (&ref)[16], uint32_t slot,
-                         float (&lt)[16]) const
+                         const float (&pf)[2], float (&lt)[16]) const
     {
         const float ninf = -__int_as_float(0x7f800000);
-        const float pf = kScaled ? 1.0f : kPFold;
         const uint32_t pt = pslot(slot);
 #pragma unroll
         for (int j = 0; j < 16; j++) {
             const float base = ref[j] == ninf ? 0.0f : ref[j];
             const float p0 = ex2(s[j >> 1][j & 1] - base), p1 = ex2(s[j >> 1][(j & 1) + 2] - base);
             lt[j] = p0 + p1;
-            sts32(p_tile_addr(pt, col(j), 16u * w + 2u * g), pack_bf16x2(p0 * pf, p1 * pf));
+            sts32(p_tile_addr(pt, col(j), 16u * w + 2u * g), pack_bf16x2(p0 * pf[0], p1 * pf[1]));
         }
     }
 
@@ -140,11 +142,29 @@ struct Wide8Softmax : Wide8Base<FMT, SCALED> {
         const int key0 = tile * (int)kBN + 16 * (int)w + (int)g;
         /* keys every row sees: the length, less the later tokens' */
         const bool mask = (tile + 1) * (int)kBN > (p.causal ? c.len - p.q_len + 1 : c.len);
-        /* f16 path: the keys' powers of two (qk divided them out) */
-        float kf[2] = {1.0f, 1.0f};
-        if (SC && kScaledKF16) {
-            key_unit(scl, 16u * w + g, kf[0]);
-            key_unit(scl, 16u * w + g + 8u, kf[1]);
+        /* kf: the keys' powers of two of K, which qk divided out (f16
+         * path).  pf: P's factors.  V converts unscaled times 2^-120 (P
+         * takes kPFold) or, with block scales, times its factors (put_vf),
+         * which divide out each key's power of two of V, vu (E4M3's is K's,
+         * DS_MLA's leaves out kv_scale): P takes it back times 2^8.  A key
+         * past the length takes 1 (its scales may be anything, its P is 0). */
+        float kf[2] = {1.0f, 1.0f}, pf[2] = {kPFold, kPFold}, vd[2] = {0.0f, 0.0f};
+        bool live[2] = {false, false};
+        if (SC) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const uint32_t r = 16u * w + g + 8u * (uint32_t)h;
+                float vu;
+                vd[h] = this->template key_unit<false>(scl, r, vu);
+                if (kScaledKF16) {
+                    if (FMT == MLA_FMT_FP8_DS_MLA)
+                        this->key_unit(scl, r, kf[h]);
+                    else
+                        kf[h] = vu;
+                }
+                live[h] = key0 + 8 * h < c.len;
+                pf[h] = live[h] ? vu * 0x1p8f : 1.0f;
+            }
         }
         /* slot j: s[j / 2][(j & 1) + 2 h], keys key0 + 8 h */
 #pragma unroll
@@ -168,11 +188,13 @@ struct Wide8Softmax : Wide8Base<FMT, SCALED> {
          * them.) */
         if (k >= 2)
             mbar_wait(pfree(slot), (uint32_t)((k >> 1) - 1) & 1u);
+        if (SC)
+            put_vf(slot, scl, vd, live);
         float lt[16], ref[16];
         if (k >= 2) { /* against this slot's reference: that after tile k - 2 */
             load_ref(rown, false, ref);
             if (!jumps(s, ref)) {
-                write_p(s, ref, slot, lt);
+                write_p(s, ref, slot, pf, lt);
                 mbar_wait(pfull(slot ^ 1u), (uint32_t)((k - 1) >> 1) & 1u);
                 /* tile k - 1 kept the reference: so does this tile, whose P
                  * stands (the slot already holds the reference) */
@@ -228,8 +250,24 @@ struct Wide8Softmax : Wide8Base<FMT, SCALED> {
                     sts32(rown + 4u * col(j), __float_as_uint(ref[j]));
             }
         }
-        write_p(s, ref, slot, lt);
+        write_p(s, ref, slot, pf, lt);
         post_p(slot, changed, lt);
+    }
+
+    /* V's factors of this warpgroup's tile, by the thread that holds its
+     * keys 16 w + g and + 8 (k-step w, pair g): block scale times the
+     * key's 2^-e (vd) times 2^112, rounded to bf16 as FlashMLA's FP8
+     * kernels round their scales, 0 past the length; v_pair multiplies the
+     * unscaled bf16 V (2^-120) by them, so that the tile loop converts a
+     * pair with four instructions rather than seven. */
+    MLA_DEV void put_vf(uint32_t slot, uint32_t scl, const float (&vd)[2], const bool (&live)[2]) const
+    {
+        const uint32_t vs = vshift(), r0 = 16u * w + g;
+        for (uint32_t b = t; b < (512u >> vs); b += 4u) {
+            const float f0 = live[0] ? v_scale(scl, r0, b << vs) * vd[0] * 0x1p112f : 0.0f;
+            const float f1 = live[1] ? v_scale(scl, r0 + 8u, b << vs) * vd[1] * 0x1p112f : 0.0f;
+            sts32(vf_word(slot, b, w, g), pack_bf16x2(f0, f1));
+        }
     }
 };
 

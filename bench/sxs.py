@@ -38,6 +38,7 @@ Ratios above 1 mean libmla is faster.  KV TB/s counts the cache bytes the length
 """
 import argparse
 import ctypes as C
+import importlib.machinery
 import importlib.util
 import json
 import math
@@ -223,7 +224,6 @@ class FlashMLA:
         self.anchor = None
         if module:
             # The same binding, built earlier by the anchor's build_flashmla() on this machine's PyTorch.
-            import importlib.machinery
             loader = importlib.machinery.ExtensionFileLoader("flashmla_anchor", module)
             spec = importlib.util.spec_from_loader("flashmla_anchor", loader)
             self.anchor = importlib.util.module_from_spec(spec)

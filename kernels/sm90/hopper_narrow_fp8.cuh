@@ -100,19 +100,32 @@ MLA_DEV uint32_t frag_pair(uint32_t a, uint32_t b, float s_lo, float s_hi)
 
 /* The four A registers of a V^T m-tile (rows: the dims in bytes 0, 1 of
  * each word, or 2, 3 with ODD) from two key pairs: (a0, b0) the keys of k
- * columns 2 t, 2 t + 1, (a1, b1) those of 2 t + 8, 2 t + 9, with their
- * scales (the wide FP8 consumer's, with a bf16 factor a key pair, is in
- * hopper_wide8.cuh). */
-template <bool SC, bool ODD>
-MLA_DEV void v_mtile(uint32_t a0, uint32_t b0, float sa0, float sb0, uint32_t a1, uint32_t b1,
-                     float sa1, float sb1, uint32_t (&a)[4])
+ * columns 2 t, 2 t + 1, (a1, b1) those of 2 t + 8, 2 t + 9; cv converts
+ * bytes LO, HI of pair k (cv.pair<LO, HI>(a, b, k)): the narrow consumer
+ * with fp32 scales a key (KeyScales), the wide one with a bf16 factor a
+ * key pair (hopper_wide8.cuh). */
+template <bool ODD, class CV>
+MLA_DEV void v_mtile(uint32_t a0, uint32_t b0, uint32_t a1, uint32_t b1, const CV &cv,
+                     uint32_t (&a)[4])
 {
     constexpr int L = ODD ? 2 : 0;
-    a[0] = frag_pair<SC, L, L + 4>(a0, b0, sa0, sb0);
-    a[1] = frag_pair<SC, L + 1, L + 5>(a0, b0, sa0, sb0);
-    a[2] = frag_pair<SC, L, L + 4>(a1, b1, sa1, sb1);
-    a[3] = frag_pair<SC, L + 1, L + 5>(a1, b1, sa1, sb1);
+    a[0] = cv.template pair<L, L + 4>(a0, b0, 0);
+    a[1] = cv.template pair<L + 1, L + 5>(a0, b0, 0);
+    a[2] = cv.template pair<L, L + 4>(a1, b1, 1);
+    a[3] = cv.template pair<L + 1, L + 5>(a1, b1, 1);
 }
+
+/* v_mtile's converter with a scale a key: s[k][0] for a's byte, s[k][1]
+ * for b's (frag_pair). */
+template <bool SC>
+struct KeyScales {
+    float s[2][2];
+    template <int LO, int HI>
+    MLA_DEV uint32_t pair(uint32_t a, uint32_t b, int k) const
+    {
+        return frag_pair<SC, LO, HI>(a, b, s[k][0], s[k][1]);
+    }
+};
 
 /* The factor P tiles carry against V converted unscaled (2^-120): 2^112,
  * so that P up to 2^kLazy = 2^8 (the lazy maxima, softmax.cuh) stays
@@ -518,11 +531,11 @@ struct NarrowFp8Consumer {
             const int x = mm >> 1;
             const uint32_t w0 = x ? r.v[0].y : r.v[0].x, w1 = x ? r.v[1].y : r.v[1].x;
             const uint32_t w2 = x ? r.v[2].y : r.v[2].x, w3 = x ? r.v[3].y : r.v[3].x;
-            const float s0 = r.sc[0][x], s1 = r.sc[1][x], s2 = r.sc[2][x], s3 = r.sc[3][x];
+            const KeyScales<SC> cv{{{r.sc[0][x], r.sc[1][x]}, {r.sc[2][x], r.sc[3][x]}}};
             if (mm & 1)
-                v_mtile<SC, true>(w0, w1, s0, s1, w2, w3, s2, s3, a[mm]);
+                v_mtile<true>(w0, w1, w2, w3, cv, a[mm]);
             else
-                v_mtile<SC, false>(w0, w1, s0, s1, w2, w3, s2, s3, a[mm]);
+                v_mtile<false>(w0, w1, w2, w3, cv, a[mm]);
         }
     }
 

@@ -282,30 +282,27 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
             const bool y = mm >> 1;
             const uint32_t w0 = y ? r.y[0] : r.x[0], w1 = y ? r.y[1] : r.x[1];
             const uint32_t w2 = y ? r.y[2] : r.x[2], w3 = y ? r.y[3] : r.x[3];
-            const uint2 f = y ? r.fy : r.fx;
             /* k columns 2 t, 2 t + 1: keys t, t + 8; 2 t + 8, 2 t + 9:
              * keys t + 4, t + 12 (P's key order, publish) */
+            const PairFactors<SC> cv{y ? r.fy : r.fx};
             if (mm & 1)
-                v_mtile<SC, true>(w0, w2, w1, w3, f, a[mm]);
+                v_mtile<true>(w0, w2, w1, w3, cv, a[mm]);
             else
-                v_mtile<SC, false>(w0, w2, w1, w3, f, a[mm]);
+                v_mtile<false>(w0, w2, w1, w3, cv, a[mm]);
         }
     }
 
-    /* The four A registers of a V^T m-tile (rows: the dims in bytes 0, 1
-     * of each word, or 2, 3 with ODD) from the key pairs (a0, b0) and (a1,
-     * b1) with their factors f.x and f.y (the narrow kernel's v_mtile
-     * takes fp32 scales a key instead). */
-    template <bool SC, bool ODD>
-    MLA_DEV static void v_mtile(uint32_t a0, uint32_t b0, uint32_t a1, uint32_t b1, uint2 f,
-                                uint32_t (&a)[4])
-    {
-        constexpr int L = ODD ? 2 : 0;
-        a[0] = v_pair<SC, L, L + 4>(a0, b0, f.x);
-        a[1] = v_pair<SC, L + 1, L + 5>(a0, b0, f.x);
-        a[2] = v_pair<SC, L, L + 4>(a1, b1, f.y);
-        a[3] = v_pair<SC, L + 1, L + 5>(a1, b1, f.y);
-    }
+    /* v_mtile's converter with a factor a key pair: f.x for pair 0, f.y
+     * for pair 1 (v_pair). */
+    template <bool SC>
+    struct PairFactors {
+        uint2 f;
+        template <int LO, int HI>
+        MLA_DEV uint32_t pair(uint32_t a, uint32_t b, int k) const
+        {
+            return v_pair<SC, LO, HI>(a, b, k ? f.y : f.x);
+        }
+    };
 
     /* Bytes LO and HI of {a, b} as bf16 times 2^-120 (exact), with block
      * scales times their factors f (bf16x2, put_vf; one rounding). */

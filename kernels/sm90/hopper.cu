@@ -42,7 +42,9 @@
  *
  * Barriers (per stage s; arrivals per phase):
  *   loaded[s]    1: the loader's arrive.expect_tx; completes when every
- *                byte of the tile (and its scales) has landed.
+ *                byte of the tile (and its scales) has landed.  Narrow
+ *                FP8: of consumer warpgroup 0's tiles; loaded1[s] of
+ *                warpgroup 1's (each waits on every phase of its own).
  *   free[s]      256: consumer threads, once P V of the tile completed
  *                (narrow FP8: 128, the one warpgroup that took the tile).
  *   q            128: converter warpgroup threads after writing Q
@@ -105,9 +107,12 @@ MLA_DEV void init_barriers(const Cta &c)
         mbar_init(c.bars + kBarLoaded + 8u * s, 1);
         mbar_init(c.bars + kBarFree + 8u * s, consumers);
     }
-    if (kFp8Direct<FMT, NARROW>)
+    if (kFp8Direct<FMT, NARROW>) {
+        for (uint32_t s = 0; s < kNumStages<FMT, NARROW>; s++)
+            mbar_init(c.bars + kBarLoaded1 + 8u * s, 1);
         for (uint32_t k = 0; k < 3; k++)
             mbar_init(c.bars + kBarMerge + 8u * k, 256);
+    }
     if (!NARROW) {
         mbar_init(c.bars + kBarSums, 256);
         mbar_init(c.bars + kBarToWg1, 128);
@@ -162,7 +167,7 @@ MLA_DEV void decode(const mla_hopper_params &hp)
         setmaxnreg_dec<R::kLoad>();
         if (warp == 8 && elect_one()) {
             setup<FMT, NARROW>(p, c);
-            load_role<FMT, NARROW>(hp, c);
+            load_role<FMT, NARROW, kFp8Direct<FMT, NARROW>>(hp, c);
         }
     } else if (warp < 12) {
         setmaxnreg_dec<R::kCvt>();
@@ -172,7 +177,7 @@ MLA_DEV void decode(const mla_hopper_params &hp)
         setmaxnreg_dec<R::kLoad>();
         if (warp == 12 && elect_one()) {
             setup<FMT, NARROW>(p, c);
-            load_role<FMT, NARROW>(hp, c);
+            load_role<FMT, NARROW, kFp8Direct<FMT, NARROW>>(hp, c);
         }
     }
 }

@@ -50,6 +50,14 @@ struct Bars {
     /* Narrow FP8: the warpgroups' merge steps; wide BF16: the hand-overs
      * to WG 1 and to WG 0, the final sums. */
     uint64_t merge[3];
+    /* Narrow FP8: the loaded barriers of consumer warpgroup 1's tiles
+     * (loaded: warpgroup 0's).  The warpgroups take alternate tiles, so
+     * with an odd stage count a stage's tiles alternate between them; on
+     * a barrier the two shared, a warpgroup could reach its tile's phase
+     * while the stage's previous phase (the other warpgroup's tile) was
+     * still in flight, and try_wait.parity, which tells phases apart by
+     * parity alone, would take that phase's predecessor for complete. */
+    uint64_t loaded1[MLA_NARROW8_STAGES_E4M3_MAX];
 };
 static_assert(sizeof(Bars) <= sizeof(mla_hopper_smem::bars) &&
                   sizeof(Bars) <= sizeof(mla_narrow_smem::bars) &&
@@ -57,7 +65,7 @@ static_assert(sizeof(Bars) <= sizeof(mla_hopper_smem::bars) &&
               "the barrier block fits every layout");
 constexpr uint32_t kBarLoaded = offsetof(Bars, loaded), kBarFree = offsetof(Bars, free),
                    kBarQ = offsetof(Bars, q), kBarWords = offsetof(Bars, words),
-                   kBarMerge = offsetof(Bars, merge);
+                   kBarMerge = offsetof(Bars, merge), kBarLoaded1 = offsetof(Bars, loaded1);
 constexpr uint32_t kQMax = kBarWords, kQScale = kBarWords + 16;
 constexpr uint32_t kBarToWg1 = kBarMerge, kBarToWg0 = kBarMerge + 8, kBarSums = kBarMerge + 16;
 

@@ -20,8 +20,11 @@ namespace hopper {
  * the narrow kernels and the wide FP8 one) as bulk copies of its 64 rows
  * to the start of the stage, row-major (kBulkTile: one copy with one KV
  * head, else one per row), E4M3 block scales by one bulk copy to `scl`.
+ * ALT: the consumer warpgroups take alternate tiles, each waiting on its
+ * own loaded barriers (narrow FP8: loaded for the piece's even tiles,
+ * loaded1 for its odd ones; Bars).
  */
-template <int FMT, bool NARROW>
+template <int FMT, bool NARROW, bool ALT = false>
 MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
 {
     const mla_decode_params &p = hp.p;
@@ -47,7 +50,8 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
         const int row0 = (page << pshift) + ((t * (int)kBN) & pmask);
         const int next = t + 1 < c.t1 ? page_at(p, bt, ((t + 1) * (int)kBN) >> pshift) : 0;
         pipe.producer_acquire(st);
-        const uint32_t bar = pipe.full_bar(st);
+        const uint32_t bar =
+            pipe.full_bar(st) + (ALT && ((t - c.t0) & 1) ? kBarLoaded1 - kBarLoaded : 0u);
         const uint32_t dst = c.stage(st.stage);
         const uint32_t scl = c.scales(st.stage);
         mbar_arrive_expect_tx(bar, bytes);

@@ -582,9 +582,14 @@ struct NarrowFp8Consumer {
                            : MODE == MLA_SCALES_64  ? MLA_SPR_64
                                                     : 0;
         const Pipe pipe = c.pipe();
-        PipeState st;
+        PipeState st; /* the ring's position: stage, and the free barriers */
         st.stage = wg;
         st.phase = 0;
+        /* This warpgroup's loaded barriers (Bars::loaded1 for WG 1) and
+         * the parity of each one's next phase, a bit a stage: it waits on
+         * every phase of its own, whichever stages its tiles take. */
+        const uint32_t full = c.bars + (wg ? kBarLoaded1 : kBarLoaded);
+        uint32_t par = 0u;
         float kacc[kAccBlocks<KF>][2][4];
         /* 128-dim scales folded into the scores fold into P too (their
          * first four blocks are V's); 64-dim ones scale each V value. */
@@ -597,7 +602,8 @@ struct NarrowFp8Consumer {
         for (int tt = c.t0 + (int)wg; tt < c.t1; tt += 2) {
             const uint32_t stg = c.stage(st.stage), scl = c.scales(st.stage);
             const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - tt * (int)kBN);
-            pipe.consumer_wait(st);
+            mbar_wait(full + 8u * st.stage, (par >> st.stage) & 1u);
+            par ^= 1u << st.stage;
             /* Scales after the MMAs are issued, but /64's blocks 0-3,
              * folded during them. */
             constexpr int kEarly = KF == kChunkBlocks ? kEarlyBlocks : 0;

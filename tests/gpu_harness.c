@@ -534,6 +534,23 @@ static int64_t kernel_value(const char *name)
     return MLA_XKERNEL_AUTO;
 }
 
+mla_status_t prob_decode(mla_plan_t *plan, const struct prob *p, devmem_ptr ws, size_t ws_bytes,
+                         devmem_stream stream)
+{
+    return mla_decode(plan, DPTR(p->d_q), DPTR(p->d_kv), p->spr ? DPTR(p->d_sc) : NULL,
+                      p->num_pages, DPTR(p->d_bt), p->mpps, DPTR(p->d_lens), DPTR(p->d_out),
+                      p->c->no_lse ? NULL : DPTR(p->d_lse), DPTR(ws), ws_bytes, stream);
+}
+
+mla_status_t prob_decode_scheduled(mla_plan_t *plan, const struct prob *p, devmem_ptr bt,
+                                   devmem_ptr ws, size_t ws_bytes, devmem_stream stream)
+{
+    return mla_decode_scheduled(plan, DPTR(p->d_q), DPTR(p->d_kv),
+                                p->spr ? DPTR(p->d_sc) : NULL, p->num_pages, DPTR(bt), p->mpps,
+                                DPTR(p->d_out), p->c->no_lse ? NULL : DPTR(p->d_lse), DPTR(ws),
+                                ws_bytes, stream);
+}
+
 /* Plan on the GPU, with the case's kernel; NULL (after a note) when a
  * block_n or stages hint is refused as not supported, which is allowed
  * behaviour. */

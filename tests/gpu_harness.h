@@ -112,6 +112,12 @@ void build_problem(struct prob *p, const struct kcase *c, const int32_t *fill_le
 long check_against_cpu(const struct prob *p, const int32_t *lens, int max_seq_len,
                        const uint16_t *gout, const float *glse, const char *label);
 mla_plan_t *gpu_plan(const struct prob *p, int max_seq_len);
+/* mla_decode of p's device inputs into its outputs (lse unless the case
+ * has no_lse); mla_decode_scheduled of them with block table bt. */
+mla_status_t prob_decode(mla_plan_t *plan, const struct prob *p, devmem_ptr ws, size_t ws_bytes,
+                         devmem_stream stream);
+mla_status_t prob_decode_scheduled(mla_plan_t *plan, const struct prob *p, devmem_ptr bt,
+                                   devmem_ptr ws, size_t ws_bytes, devmem_stream stream);
 devmem_ptr gpu_workspace(mla_plan_t *plan, size_t *bytes);
 int all_ff(const void *buf, size_t n);
 

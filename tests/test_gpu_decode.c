@@ -404,26 +404,19 @@ START_TEST(decode_grid)
     const int scheduled = _i % 2;
     uint16_t *gout = halloc(p.out_elems * 2);
     float *glse = halloc(p.lse_elems * 4);
-    float *const lse_arg = c->no_lse ? NULL : DPTR(p.d_lse);
     if (scheduled) {
         uint16_t *first = halloc(p.out_elems * 2);
         float *first_lse = halloc(p.lse_elems * 4);
         ST_OK(g_gpu, mla_schedule(plan, p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens),
                                   DPTR(ws), ws_bytes, s));
-        ST_OK(g_gpu, mla_decode_scheduled(plan, DPTR(p.d_q), DPTR(p.d_kv),
-                                          p.spr ? DPTR(p.d_sc) : NULL, p.num_pages,
-                                          DPTR(p.d_bt), p.mpps, DPTR(p.d_out), lse_arg,
-                                          DPTR(ws), ws_bytes, s));
+        ST_OK(g_gpu, prob_decode_scheduled(plan, &p, p.d_bt, ws, ws_bytes, s));
         DM_OK(devmem_stream_sync(s));
         DM_OK(devmem_dtoh(first, p.d_out, p.out_elems * 2));
         DM_OK(devmem_dtoh(first_lse, p.d_lse, p.lse_elems * 4));
         DM_OK(devmem_memset8(p.d_out, 0xff, p.out_elems * 2));
         DM_OK(devmem_memset8(p.d_lse, 0xff, p.lse_elems * 4));
         DM_OK(devmem_sync());
-        ST_OK(g_gpu, mla_decode_scheduled(plan, DPTR(p.d_q), DPTR(p.d_kv),
-                                          p.spr ? DPTR(p.d_sc) : NULL, p.num_pages,
-                                          DPTR(p.d_bt), p.mpps, DPTR(p.d_out), lse_arg,
-                                          DPTR(ws), ws_bytes, s));
+        ST_OK(g_gpu, prob_decode_scheduled(plan, &p, p.d_bt, ws, ws_bytes, s));
         DM_OK(devmem_stream_sync(s));
         DM_OK(devmem_dtoh(gout, p.d_out, p.out_elems * 2));
         DM_OK(devmem_dtoh(glse, p.d_lse, p.lse_elems * 4));
@@ -431,9 +424,7 @@ START_TEST(decode_grid)
                     memcmp(first_lse, glse, p.lse_elems * 4) == 0,
                 "%s: two decodes on one schedule differ", c->name);
     } else {
-        ST_OK(g_gpu, mla_decode(plan, DPTR(p.d_q), DPTR(p.d_kv), p.spr ? DPTR(p.d_sc) : NULL,
-                                p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens),
-                                DPTR(p.d_out), lse_arg, DPTR(ws), ws_bytes, s));
+        ST_OK(g_gpu, prob_decode(plan, &p, ws, ws_bytes, s));
         DM_OK(devmem_stream_sync(s));
         DM_OK(devmem_dtoh(gout, p.d_out, p.out_elems * 2));
         DM_OK(devmem_dtoh(glse, p.d_lse, p.lse_elems * 4));

@@ -155,9 +155,7 @@ START_TEST(decode_nonfinite)
     DM_OK(devmem_memset8(p.d_out, 0x7b, p.out_elems * 2));
     DM_OK(devmem_memset8(p.d_lse, 0x7b, p.lse_elems * 4));
     DM_OK(devmem_sync());
-    ST_OK(g_gpu, mla_decode(plan, DPTR(p.d_q), DPTR(p.d_kv), p.spr ? DPTR(p.d_sc) : NULL,
-                            p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens), DPTR(p.d_out),
-                            DPTR(p.d_lse), DPTR(ws), ws_bytes, g_stream));
+    ST_OK(g_gpu, prob_decode(plan, &p, ws, ws_bytes, g_stream));
     DM_OK(devmem_stream_sync(g_stream));
     mla_status_t dst = MLA_STATUS_INTERNAL_ERROR;
     ST_OK(g_gpu, mla_workspace_status(plan, DPTR(ws), &dst));

@@ -131,9 +131,7 @@ START_TEST(sanitize_shapes)
         DM_OK(devmem_memset8(p.d_out, 0xff, p.out_elems * 2));
         DM_OK(devmem_memset8(p.d_lse, 0xff, p.lse_elems * 4));
         DM_OK(devmem_sync());
-        ST_OK(g_gpu, mla_decode(plan, DPTR(p.d_q), DPTR(p.d_kv), p.spr ? DPTR(p.d_sc) : NULL,
-                                p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens),
-                                DPTR(p.d_out), DPTR(p.d_lse), DPTR(ws), ws_bytes, s));
+        ST_OK(g_gpu, prob_decode(plan, &p, ws, ws_bytes, s));
         DM_OK(devmem_stream_sync(s));
         mla_status_t dst = MLA_STATUS_INTERNAL_ERROR;
         ST_OK(g_gpu, mla_workspace_status(plan, DPTR(ws), &dst));

@@ -54,14 +54,9 @@ START_TEST(graph_replay)
         st = mla_schedule(plan, p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens), DPTR(ws),
                           ws_bytes, g_stream);
         for (int layer = 0; layer < 2 && st == MLA_STATUS_SUCCESS; layer++)
-            st = mla_decode_scheduled(plan, DPTR(p.d_q), DPTR(p.d_kv),
-                                      p.spr ? DPTR(p.d_sc) : NULL, p.num_pages, DPTR(p.d_bt),
-                                      p.mpps, DPTR(p.d_out), DPTR(p.d_lse), DPTR(ws), ws_bytes,
-                                      g_stream);
+            st = prob_decode_scheduled(plan, &p, p.d_bt, ws, ws_bytes, g_stream);
     } else {
-        st = mla_decode(plan, DPTR(p.d_q), DPTR(p.d_kv), p.spr ? DPTR(p.d_sc) : NULL,
-                        p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens), DPTR(p.d_out),
-                        DPTR(p.d_lse), DPTR(ws), ws_bytes, g_stream);
+        st = prob_decode(plan, &p, ws, ws_bytes, g_stream);
     }
     int end_rc = devmem_capture_end(g_stream, &graph);
     REQUIRE(st == MLA_STATUS_SUCCESS, "decode under capture -> %s: %s",
@@ -117,14 +112,6 @@ static void poison_outputs(const struct prob *p)
     DM_OK(devmem_sync());
 }
 
-static mla_status_t decode_on(mla_plan_t *plan, const struct prob *p, devmem_ptr bt,
-                              devmem_ptr ws, size_t ws_bytes)
-{
-    return mla_decode_scheduled(plan, DPTR(p->d_q), DPTR(p->d_kv), p->spr ? DPTR(p->d_sc) : NULL,
-                                p->num_pages, DPTR(bt), p->mpps, DPTR(p->d_out),
-                                DPTR(p->d_lse), DPTR(ws), ws_bytes, g_stream);
-}
-
 /* A workspace of garbage (no schedule at all: nothing runs and
  * mla_workspace_status refuses it), a schedule made for another block
  * table (nothing runs, recorded as INVALID_ARGUMENT), another plan of the
@@ -162,7 +149,7 @@ START_TEST(schedule_misuse)
     /* Garbage: no schedule. */
     DM_OK(devmem_memset8(ws, 0x5a, ws_bytes));
     poison_outputs(&p);
-    ST_OK(g_gpu, decode_on(plan, &p, p.d_bt, ws, ws_bytes));
+    ST_OK(g_gpu, prob_decode_scheduled(plan, &p, p.d_bt, ws, ws_bytes, g_stream));
     DM_OK(devmem_stream_sync(g_stream));
     REQUIRE(outputs_untouched(&p), "%s: decode on a garbage workspace wrote output", c.name);
     REQUIRE(mla_workspace_status(plan, DPTR(ws), &dst) == MLA_STATUS_INVALID_ARGUMENT,
@@ -171,7 +158,7 @@ START_TEST(schedule_misuse)
     /* Another block table pointer than the schedule's. */
     ST_OK(g_gpu, mla_schedule(plan, p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens),
                               DPTR(ws), ws_bytes, g_stream));
-    ST_OK(g_gpu, decode_on(plan, &p, bt2, ws, ws_bytes));
+    ST_OK(g_gpu, prob_decode_scheduled(plan, &p, bt2, ws, ws_bytes, g_stream));
     DM_OK(devmem_stream_sync(g_stream));
     REQUIRE(outputs_untouched(&p), "%s: decode with another block table wrote output", c.name);
     ST_OK(g_gpu, mla_workspace_status(plan, DPTR(ws), &dst));
@@ -182,11 +169,11 @@ START_TEST(schedule_misuse)
     uint16_t *a = halloc(p.out_elems * 2), *b = halloc(p.out_elems * 2);
     ST_OK(g_gpu, mla_schedule(plan, p.num_pages, DPTR(p.d_bt), p.mpps, DPTR(p.d_lens),
                               DPTR(ws), ws_bytes, g_stream));
-    ST_OK(g_gpu, decode_on(plan, &p, p.d_bt, ws, ws_bytes));
+    ST_OK(g_gpu, prob_decode_scheduled(plan, &p, p.d_bt, ws, ws_bytes, g_stream));
     DM_OK(devmem_stream_sync(g_stream));
     DM_OK(devmem_dtoh(a, p.d_out, p.out_elems * 2));
     poison_outputs(&p);
-    ST_OK(g_gpu, decode_on(twin, &p, p.d_bt, ws, ws_bytes));
+    ST_OK(g_gpu, prob_decode_scheduled(twin, &p, p.d_bt, ws, ws_bytes, g_stream));
     DM_OK(devmem_stream_sync(g_stream));
     DM_OK(devmem_dtoh(b, p.d_out, p.out_elems * 2));
     REQUIRE(memcmp(a, b, p.out_elems * 2) == 0, "%s: the twin plan's decode differs", c.name);
@@ -196,7 +183,7 @@ START_TEST(schedule_misuse)
 
     /* A plan of another layout (batch 3) finds no schedule of its own. */
     poison_outputs(&p);
-    ST_OK(g_gpu, decode_on(other, &p, p.d_bt, ws, ws_bytes));
+    ST_OK(g_gpu, prob_decode_scheduled(other, &p, p.d_bt, ws, ws_bytes, g_stream));
     DM_OK(devmem_stream_sync(g_stream));
     REQUIRE(outputs_untouched(&p), "%s: a plan of another layout used the schedule", c.name);
     REQUIRE(mla_workspace_status(other, DPTR(ws), &dst) == MLA_STATUS_INVALID_ARGUMENT,
@@ -233,9 +220,7 @@ static long replay_and_check(struct prob *p, struct kcase *c)
     DM_OK(devmem_capture_begin(g_stream, DEVMEM_CAPTURE_THREAD_LOCAL));
     mla_status_t st = MLA_STATUS_SUCCESS;
     for (int k = 0; k < BIG_CALLS && st == MLA_STATUS_SUCCESS; k++)
-        st = mla_decode(plan, DPTR(p->d_q), DPTR(p->d_kv), p->spr ? DPTR(p->d_sc) : NULL,
-                        p->num_pages, DPTR(p->d_bt), p->mpps, DPTR(p->d_lens), DPTR(p->d_out),
-                        DPTR(p->d_lse), DPTR(ws), ws_bytes, g_stream);
+        st = prob_decode(plan, p, ws, ws_bytes, g_stream);
     int end_rc = devmem_capture_end(g_stream, &graph);
     REQUIRE(st == MLA_STATUS_SUCCESS, "%s: decode under capture -> %s: %s", c->name,
             mla_status_string(st), mla_context_last_error(g_gpu));

@@ -56,7 +56,9 @@
  *    RoPE is unscaled; the scores then take score_scale_log2 / kv_scale).
  *    V to bf16 times 2^-120 as without scales, times a factor a key and
  *    block in bf16 (one multiply a pair): its scale over the power of two
- *    of the key's largest V scale, times 2^112, rounded to bf16 as
+ *    of the key's largest scale (E4M3: of all its blocks, RoPE's
+ *    included; DS_MLA: of its four, without kv_scale), times 2^112,
+ *    rounded to bf16 as
  *    FlashMLA's FP8 kernels round their scales; the key's power of two
  *    goes onto its P (times 2^8).  The warpgroup that publishes a tile's P
  *    puts the tile's factors beside it (put_vf); a key past the length

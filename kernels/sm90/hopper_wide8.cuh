@@ -58,11 +58,10 @@
  *    block in bf16 (one multiply a pair): its scale over the power of two
  *    of the key's largest scale (E4M3: of all its blocks, RoPE's
  *    included; DS_MLA: of its four, without kv_scale), times 2^112,
- *    rounded to bf16 as
- *    FlashMLA's FP8 kernels round their scales; the key's power of two
- *    goes onto its P (times 2^8).  The warpgroup that publishes a tile's P
- *    puts the tile's factors beside it (put_vf); a key past the length
- *    has factor 0 (its bytes convert finite).
+ *    rounded to bf16 as FlashMLA's FP8 kernels round their scales; the
+ *    key's power of two goes onto its P (times 2^8).  The warpgroup that
+ *    publishes a tile's P puts the tile's factors beside it (put_vf); a
+ *    key past the length has factor 0 (its bytes convert finite).
  *    A block whose scale is below 2^-24 of its key's largest loses
  *    precision in f16 (its share of the score is below the fp32 sums'
  *    rounding there).
@@ -86,7 +85,7 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
     using B = Wide8Base<FMT, SCALED>;
     using S = Wide8Softmax<FMT, SCALED>;
     using B::RP, B::p, B::c, B::wg, B::w, B::g, B::t, B::smul, B::l, B::kScaled;
-    using B::kmul, B::spr, B::gshift, B::tid, B::head, B::cmax, B::stage, B::scales, B::pipe,
+    using B::kmul, B::tid, B::head, B::cmax, B::stage, B::scales, B::pipe,
         B::bars, B::col, B::pfull, B::pfree, B::pslot, B::k_scale, B::hmul2, B::bmul2,
         B::bf16x2_of_pow2, B::vshift, B::vf_word;
     using S::take_factors;

@@ -1,8 +1,9 @@
 /*
- * hopper_wide8_base.cuh - what both parts of the wide FP8 consumers
- * (hopper_wide8.cuh) share: the head's fields and barriers, a consumer
- * thread's place (warpgroup, warp, fragment row and column), the buffers
- * of the layout, and the block scales as the K, P and V sides read them.
+ * hopper_wide8_base.cuh - what the parts of the wide FP8 consumers
+ * (hopper_wide8.cuh, hopper_wide8_softmax.cuh) share: the head's fields
+ * and barriers, a consumer thread's place (warpgroup, warp, fragment row
+ * and column), the buffers of the layout, and the block scales as the K,
+ * P and V sides read them.
  *
  * SPDX-License-Identifier: MIT
  */

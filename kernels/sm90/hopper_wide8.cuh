@@ -206,14 +206,17 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
     /* S^T of the tile in stage stg into s: chunk by chunk, the fragments of
      * chunk ch + 1 built while the tensor cores run chunk ch (two buffers,
      * a commit group a chunk).  No wgmma of this warpgroup may be in
-     * flight on entry (else ptxas serializes the loop). */
+     * flight on entry (else ptxas serializes the loop).  ku: the keys'
+     * powers of two that the scores are short of (key_unit; 1 on the
+     * bf16 path), for publish. */
     template <bool SC>
-    MLA_DEV void qk(float (&s)[8][4], uint32_t stg, uint32_t scl)
+    MLA_DEV void qk(float (&s)[8][4], uint32_t stg, uint32_t scl, float (&ku)[2])
     {
-        float kd[2] = {1.0f, 1.0f}, up;
+        float kd[2] = {1.0f, 1.0f};
+        ku[0] = ku[1] = 1.0f;
         if (SC && kScaledKF16) {
-            kd[0] = this->key_unit(scl, 16u * w + g, up);
-            kd[1] = this->key_unit(scl, 16u * w + g + 8u, up);
+            kd[0] = this->key_unit(scl, 16u * w + g, ku[0]);
+            kd[1] = this->key_unit(scl, 16u * w + g + 8u, ku[1]);
         }
         uint32_t a[2][4][4];
         k_frags<SC>(k_load<SC>(stg, scl, 0, kd), 0, kd, a[0]);
@@ -396,8 +399,9 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
                 if (wg)
                     sk.advance(MLA_WIDE8_STAGES);
                 pipe.consumer_wait(sk);
-                qk<SC>(s, stage(sk.stage), scales(sk.stage));
-                this->template publish<SC>(k, s, scales(sk.stage));
+                float ku[2];
+                qk<SC>(s, stage(sk.stage), scales(sk.stage), ku);
+                this->template publish<SC>(k, s, scales(sk.stage), ku);
             }
             pv_tile<SC>(k0, st);
             st.advance(MLA_WIDE8_STAGES);

@@ -170,6 +170,12 @@ struct Wide8Base {
         return __int_as_float((127 - e) << 23);
     }
 
+    /* key_unit's 2^-e from its 2^e (exact; Inf: 0) */
+    MLA_DEV static float inv_unit(float up)
+    {
+        return up < __int_as_float(0x7f800000) ? __int_as_float(0x7f000000 - __float_as_int(up)) : 0.0f;
+    }
+
     MLA_DEV static uint32_t hmul2(uint32_t a, uint32_t b)
     {
         uint32_t d;

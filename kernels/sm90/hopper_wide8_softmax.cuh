@@ -134,7 +134,7 @@ struct Wide8Softmax : Wide8Base<FMT, SCALED> {
      * other.  Otherwise P is computed again against tile k - 1's.
      */
     template <bool SC>
-    MLA_DEV void publish(int k, float (&s)[8][4], uint32_t scl)
+    MLA_DEV void publish(int k, float (&s)[8][4], uint32_t scl, const float (&ku)[2])
     {
         const float ninf = -__int_as_float(0x7f800000);
         const uint32_t slot = wg, head = this->head();
@@ -154,14 +154,15 @@ struct Wide8Softmax : Wide8Base<FMT, SCALED> {
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const uint32_t r = 16u * w + g + 8u * (uint32_t)h;
-                float vu;
-                vd[h] = this->template key_unit<false>(scl, r, vu);
-                if (kScaledKF16) {
-                    if (FMT == MLA_FMT_FP8_DS_MLA)
-                        this->key_unit(scl, r, kf[h]);
-                    else
-                        kf[h] = vu;
-                }
+                /* qk's units (ku) are K's: E4M3's are V's too; DS_MLA's
+                 * take kv_scale, V's not */
+                float vu = ku[h];
+                if (FMT == MLA_FMT_FP8_DS_MLA || !kScaledKF16)
+                    vd[h] = this->template key_unit<false>(scl, r, vu);
+                else
+                    vd[h] = this->inv_unit(vu);
+                if (kScaledKF16)
+                    kf[h] = ku[h];
                 live[h] = key0 + 8 * h < c.len;
                 pf[h] = live[h] ? vu * 0x1p8f : 1.0f;
             }

@@ -282,10 +282,13 @@ END_TEST
  * that are not multiples of 5 read four pages all requests share (hot in
  * L2), those at multiples of 5 pages of their own (from DRAM), so a
  * piece's tile i - 5 is still in flight when the tiles after it have
- * landed.  With five stages of a ring whose tiles alternate between two
- * consumer warpgroups, a shared loaded barrier then let a warpgroup take
- * the phase before its tile's for complete (the narrow FP8 kernels:
- * doc/performance.md, the launch failure in mla_hopper_narrow_e4m3). */
+ * landed, and every output is checked against the CPU oracle.  It was
+ * written for the five-stage rings whose tiles alternate between two
+ * consumer warpgroups (a shared loaded barrier let a warpgroup take the
+ * phase before its tile's for complete: doc/performance.md, the launch
+ * failure in mla_hopper_narrow_e4m3), but it passed on the kernels before
+ * that fix as well (H100, 2026-12-06): it checks out-of-order landing,
+ * it does not reproduce that race. */
 START_TEST(copy_order)
 {
     static const int mode[3] = {M_E4M3, M_G128, M_G64}; /* five-stage rings */

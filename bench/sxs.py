@@ -15,7 +15,9 @@ Method (doc/performance.md): per shape, one CUDA graph of --calls back-to-back c
 per-call time is the median replay over --calls.  FlashMLA's scheduler metadata is computed once per shape and
 reused, as engines do per layer; libmla is timed two ways: `decode` (each call is a whole mla_decode, its
 schedule included) and `step` (the graph holds one mla_schedule and --calls mla_decode_scheduled, as an engine
-runs one step over that many layers; the per-layer time includes 1/--calls of the schedule).  Before timing,
+runs one step over that many layers; the per-layer time includes 1/--calls of the schedule).  A shape's graphs
+are timed one after another (FlashMLA's first), or with --interleave captured first and replayed in turns, so
+that a drift of the card's clocks over the shape falls on all of them alike.  Before timing,
 libmla's output is compared with FlashMLA's on the same input (BF16: the same cache; FP8: FlashMLA BF16 on the
 dequantized cache): a cosine difference above 1e-5 marks the shape WRONG.
 
@@ -273,9 +275,8 @@ class FlashMLA:
         return lambda: fm.sparse_decode_fwd(pb.q, kv4, idx, None, None, m0, m1, None, None, None, 512, scale)
 
 
-def graph_time(body, calls, reps, kernels=None):
-    """Median over reps of one replay of a graph holding body(), over calls (us per call).  With kernels (a
-    list), three more replays run under PyTorch's profiler and the mean duration of each kernel is appended."""
+def capture(body):
+    """A CUDA graph of body(), after a warm-up call on the current and on a side stream, replayed once."""
     body()
     torch.cuda.synchronize()
     s = torch.cuda.Stream()
@@ -289,18 +290,58 @@ def graph_time(body, calls, reps, kernels=None):
         body()
     g.replay()
     torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) * 1000 / calls)
-    ts.sort()
-    if kernels is not None:
-        kernels.append(kernel_split(g))
-    return ts[len(ts) // 2]
+    return g
+
+
+def replay_time(g, calls):
+    """One timed replay of g, us per call."""
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    g.replay()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) * 1000 / calls
+
+
+class Timing:
+    """The graphs of one shape and their times: each median over reps of one replay, over calls (us per
+    call).  By default a graph is timed as it is added, its reps in a row; with interleave, every graph is
+    captured first and run() replays them in turns (rep 1 of each, then rep 2, ...), so that a drift of the
+    card's clocks over the shape (the same library loaded first and last differed by up to 17 % at BF16 h128,
+    doc/performance.md) falls on every graph alike.  With kernels, three more replays of each graph run under
+    PyTorch's profiler after the timing, and split(i) gives each kernel's mean duration."""
+
+    def __init__(self, calls, reps, interleave=False, kernels=False):
+        self.calls, self.reps, self.interleave, self.kernels = calls, reps, interleave, kernels
+        self.graphs, self.ts, self.splits = [], [], []
+
+    def add(self, body):
+        self.graphs.append(capture(body))
+        self.ts.append([])
+        self.splits.append(None)
+        i = len(self.graphs) - 1
+        if not self.interleave:
+            self._time([i])
+        return i
+
+    def run(self):
+        if self.interleave:
+            self._time(range(len(self.graphs)))
+
+    def _time(self, idx):
+        for _ in range(self.reps):
+            for i in idx:
+                self.ts[i].append(replay_time(self.graphs[i], self.calls))
+        if self.kernels:
+            for i in idx:
+                self.splits[i] = kernel_split(self.graphs[i])
+
+    def t(self, i):
+        ts = sorted(self.ts[i])
+        return ts[len(ts) // 2]
+
+    def split(self, i):
+        return self.splits[i]
 
 
 def kernel_split(g, reps=3):
@@ -365,6 +406,8 @@ def main():
                     help="libmla's decode kernel (MLA_XPARAM_KERNEL, experimental); a shape it does not serve fails")
     ap.add_argument("--kernels", action="store_true",
                     help="also print each kernel's mean duration in the decode and FlashMLA graphs")
+    ap.add_argument("--interleave", action="store_true",
+                    help="per shape, capture every graph first and replay them in turns (see Timing)")
     a = ap.parse_args()
     if a.preset:
         cases = PRESET
@@ -390,7 +433,8 @@ def main():
         which = f"{label}: libmla {m.info} (kernel {kname})" if multi else \
             f"libmla {m.info} (commit {git_commit(here)}, kernel {kname})"
         print(f"# {torch.cuda.get_device_name()}; {which}; {fm.name}; "
-              f"{time.strftime('%Y-%m-%d %H:%M')}; graph of {a.calls} calls, median of {a.reps} replays")
+              f"{time.strftime('%Y-%m-%d %H:%M')}; graph of {a.calls} calls, median of {a.reps} replays"
+              + ("; a shape's graphs replayed in turns" if a.interleave else ""))
     print(("| build " if multi else "") +
           "| kv | h_q | b | q_len | s_k | lengths | libmla decode us | libmla step us/layer | FlashMLA BF16 us "
           "| FM/decode | FM/step | FlashMLA sparse-FP8 us | FMsp/step | TFLOP/s (step) | KV TB/s (step) "
@@ -407,14 +451,15 @@ def main():
         else:
             kv, sc, deq, rowb = quantize(libs[0][1], pb, fmt, sblk)
         ref, fm_run = fm.dense(pb, deq, causal)
-        split_fm = [] if a.kernels else None
-        t_fm = graph_time(repeat(fm_run, a.calls), a.calls, a.reps, split_fm)
-        t_sp = None
+        tm = Timing(a.calls, a.reps, a.interleave, a.kernels)
+        s_fm = tm.add(repeat(fm_run, a.calls))
+        s_sp = None
         if fmt == "ds_mla" and h in (64, 128):
             sp = fm.sparse(pb, kv, causal)
             if sp:
-                t_sp = graph_time(repeat(sp, a.calls), a.calls, a.reps)
+                s_sp = tm.add(repeat(sp, a.calls))
         shape = f"| {fmt_name} | {h} | {b} | {q} | {s} | {dist} |"
+        runs = []  # (label, kernel, call, cos diff, step vs decode, agree, decode slot, step slot)
         for label, mla, kname in libs:
             lead = f"| {label} " if multi else ""
             try:
@@ -428,14 +473,20 @@ def main():
             call.schedule()
             cd2 = cos_diff(call.layer().float(), got)
             ok = ok and cd2 == 0.0
-            split = [] if a.kernels else None
-            t_dec = graph_time(repeat(call.decode, a.calls), a.calls, a.reps, split)
+            s_dec = tm.add(repeat(call.decode, a.calls))
 
-            def step():
+            def step(call=call):
                 call.schedule()
                 for _ in range(a.calls):
                     call.layer()
-            t_step = graph_time(step, a.calls, a.reps)
+            s_step = tm.add(step)
+            runs.append((label, kname, call, cd, cd2, ok, s_dec, s_step))
+        tm.run()
+        t_fm = tm.t(s_fm)
+        t_sp = tm.t(s_sp) if s_sp is not None else None
+        for label, kname, call, cd, cd2, ok, s_dec, s_step in runs:
+            lead = f"| {label} " if multi else ""
+            t_dec, t_step = tm.t(s_dec), tm.t(s_step)
             call.close()
             flops = 2 * 1088 * h * q * pb.total
             kv_bytes = pb.total * rowb
@@ -453,9 +504,10 @@ def main():
             print(f"{lead}{shape} {t_dec:.1f}{mark} | {t_step:.1f} | {t_fm:.1f} | "
                   f"{t_fm / t_dec:.2f} | {t_fm / t_step:.2f} | {sp_txt} | {tf:.0f} | {tb:.2f} | "
                   f"{100 * tb / a.read_roof:.0f} | {100 * tf / a.gemm_roof:.0f} |", flush=True)
-            if split:
-                row["kernels_us"] = dict(libmla_decode=split[0], flashmla=split_fm[0])
-                print(f"#   kernels, us: libmla decode: {split[0]}; FlashMLA: {split_fm[0]}", flush=True)
+            if a.kernels:
+                row["kernels_us"] = dict(libmla_decode=tm.split(s_dec), flashmla=tm.split(s_fm))
+                print(f"#   kernels, us: libmla decode: {tm.split(s_dec)}; FlashMLA: {tm.split(s_fm)}", flush=True)
+        del tm
         del pb, kv, sc, deq, ref
         torch.cuda.empty_cache()
     if a.json:

@@ -308,17 +308,18 @@ class Timing:
     call).  By default a graph is timed as it is added, its reps in a row; with interleave, every graph is
     captured first and run() replays them in turns (rep 1 of each, then rep 2, ...), so that a drift of the
     card's clocks over the shape (the same library loaded first and last differed by up to 17 % at BF16 h128,
-    doc/performance.md) falls on every graph alike.  With kernels, three more replays of each graph run under
-    PyTorch's profiler after the timing, and split(i) gives each kernel's mean duration."""
+    doc/performance.md) falls on every graph alike.  With kernels, three more replays of each graph added with
+    split=True run under PyTorch's profiler after the timing, and split(i) gives each kernel's mean duration."""
 
     def __init__(self, calls, reps, interleave=False, kernels=False):
         self.calls, self.reps, self.interleave, self.kernels = calls, reps, interleave, kernels
-        self.graphs, self.ts, self.splits = [], [], []
+        self.graphs, self.ts, self.splits, self.profile = [], [], [], []
 
-    def add(self, body):
+    def add(self, body, split=False):
         self.graphs.append(capture(body))
         self.ts.append([])
         self.splits.append(None)
+        self.profile.append(split and self.kernels)
         i = len(self.graphs) - 1
         if not self.interleave:
             self._time([i])
@@ -332,8 +333,8 @@ class Timing:
         for _ in range(self.reps):
             for i in idx:
                 self.ts[i].append(replay_time(self.graphs[i], self.calls))
-        if self.kernels:
-            for i in idx:
+        for i in idx:
+            if self.profile[i]:
                 self.splits[i] = kernel_split(self.graphs[i])
 
     def t(self, i):
@@ -452,20 +453,19 @@ def main():
             kv, sc, deq, rowb = quantize(libs[0][1], pb, fmt, sblk)
         ref, fm_run = fm.dense(pb, deq, causal)
         tm = Timing(a.calls, a.reps, a.interleave, a.kernels)
-        s_fm = tm.add(repeat(fm_run, a.calls))
+        s_fm = tm.add(repeat(fm_run, a.calls), split=True)
         s_sp = None
         if fmt == "ds_mla" and h in (64, 128):
             sp = fm.sparse(pb, kv, causal)
             if sp:
                 s_sp = tm.add(repeat(sp, a.calls))
         shape = f"| {fmt_name} | {h} | {b} | {q} | {s} | {dist} |"
-        runs = []  # (label, kernel, call, cos diff, step vs decode, agree, decode slot, step slot)
+        runs = []  # (label, kernel, call, cos diff, step vs decode, agree, decode slot, step slot) or (label, error)
         for label, mla, kname in libs:
-            lead = f"| {label} " if multi else ""
             try:
                 call = MlaCall(mla, pb, fmt, sblk, causal, kv, sc)
             except RuntimeError as e:
-                print(f"{lead}{shape} not run: {e} |", flush=True)
+                runs.append((label, e))
                 continue
             got = call.decode().float()
             cd = cos_diff(got, ref.float())
@@ -473,7 +473,7 @@ def main():
             call.schedule()
             cd2 = cos_diff(call.layer().float(), got)
             ok = ok and cd2 == 0.0
-            s_dec = tm.add(repeat(call.decode, a.calls))
+            s_dec = tm.add(repeat(call.decode, a.calls), split=True)
 
             def step(call=call):
                 call.schedule()
@@ -484,8 +484,12 @@ def main():
         tm.run()
         t_fm = tm.t(s_fm)
         t_sp = tm.t(s_sp) if s_sp is not None else None
-        for label, kname, call, cd, cd2, ok, s_dec, s_step in runs:
-            lead = f"| {label} " if multi else ""
+        for run in runs:
+            lead = f"| {run[0]} " if multi else ""
+            if len(run) == 2:
+                print(f"{lead}{shape} not run: {run[1]} |", flush=True)
+                continue
+            label, kname, call, cd, cd2, ok, s_dec, s_step = run
             t_dec, t_step = tm.t(s_dec), tm.t(s_step)
             call.close()
             flops = 2 * 1088 * h * q * pb.total
@@ -507,14 +511,15 @@ def main():
             if a.kernels:
                 row["kernels_us"] = dict(libmla_decode=tm.split(s_dec), flashmla=tm.split(s_fm))
                 print(f"#   kernels, us: libmla decode: {tm.split(s_dec)}; FlashMLA: {tm.split(s_fm)}", flush=True)
-        del tm
+        # What holds the shape's tensors (the calls, FlashMLA's closures), before its cache goes.
+        tm = runs = call = got = fm_run = sp = None
         del pb, kv, sc, deq, ref
         torch.cuda.empty_cache()
     if a.json:
         with open(a.json, "w") as f:
             info = {lb: m.info for lb, m, _ in libs} if multi else libs[0][1].info
             json.dump(dict(device=torch.cuda.get_device_name(), libmla=info, flashmla=fm.name,
-                           calls=a.calls, reps=a.reps, rows=rows), f, indent=1)
+                           calls=a.calls, reps=a.reps, interleave=a.interleave, rows=rows), f, indent=1)
 
 
 if __name__ == "__main__":

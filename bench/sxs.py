@@ -17,7 +17,8 @@ reused, as engines do per layer; libmla is timed two ways: `decode` (each call i
 schedule included) and `step` (the graph holds one mla_schedule and --calls mla_decode_scheduled, as an engine
 runs one step over that many layers; the per-layer time includes 1/--calls of the schedule).  A shape's graphs
 are timed one after another (FlashMLA's first), or with --interleave captured first and replayed in turns, so
-that a drift of the card's clocks over the shape falls on all of them alike.  Before timing,
+that a drift of the card's clocks over the shape falls on all of them alike: for comparing builds (it also
+moves FlashMLA's own times on some shapes, so ratios against FlashMLA come from the default order).  Before timing,
 libmla's output is compared with FlashMLA's on the same input (BF16: the same cache; FP8: FlashMLA BF16 on the
 dequantized cache): a cosine difference above 1e-5 marks the shape WRONG.
 
@@ -408,7 +409,7 @@ def main():
     ap.add_argument("--kernels", action="store_true",
                     help="also print each kernel's mean duration in the decode and FlashMLA graphs")
     ap.add_argument("--interleave", action="store_true",
-                    help="per shape, capture every graph first and replay them in turns (see Timing)")
+                    help="per shape, capture every graph first and replay them in turns, for comparing builds (see Timing)")
     a = ap.parse_args()
     if a.preset:
         cases = PRESET

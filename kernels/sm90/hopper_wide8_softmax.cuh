@@ -167,15 +167,27 @@ struct Wide8Softmax : Wide8Base<FMT, SCALED> {
                 pf[h] = live[h] ? vu * 0x1p8f : 1.0f;
             }
         }
-        /* slot j: s[j / 2][(j & 1) + 2 h], keys key0 + 8 h */
+        /* slot j: s[j / 2][(j & 1) + 2 h], keys key0 + 8 h.  kf is a
+         * power of two, so smul * kf[h] * v rounds as v * smul * kf[h].
+         * The rows' limits only where a key may pass one (a branch the
+         * warpgroup takes alike). */
+        const float sk[2] = {smul * kf[0], smul * kf[1]};
+        if (mask) {
 #pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const int lim = mask ? (int)lds32(head + kW8Lim + 4u * col(j)) : 0x7fffffff;
+            for (int j = 0; j < 16; j++) {
+                const int lim = (int)lds32(head + kW8Lim + 4u * col(j));
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                float &v = s[j >> 1][(j & 1) + 2 * h];
-                v = key0 + 8 * h < lim ? v * smul * kf[h] : ninf;
+                for (int h = 0; h < 2; h++) {
+                    float &v = s[j >> 1][(j & 1) + 2 * h];
+                    v = key0 + 8 * h < lim ? v * sk[h] : ninf;
+                }
             }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    s[j >> 1][(j & 1) + 2 * h] *= sk[h];
         }
         /* rprev: the other warpgroup's slot, the reference after tile
          * k - 1 once it is published (-inf before the first tile); rown:

@@ -409,7 +409,8 @@ def main():
     ap.add_argument("--kernels", action="store_true",
                     help="also print each kernel's mean duration in the decode and FlashMLA graphs")
     ap.add_argument("--interleave", action="store_true",
-                    help="per shape, capture every graph first and replay them in turns, for comparing builds (see Timing)")
+                    help="per shape, capture every graph first and replay them in turns, for comparing builds "
+                    "(see Timing)")
     a = ap.parse_args()
     if a.preset:
         cases = PRESET
@@ -461,12 +462,12 @@ def main():
             if sp:
                 s_sp = tm.add(repeat(sp, a.calls))
         shape = f"| {fmt_name} | {h} | {b} | {q} | {s} | {dist} |"
-        runs = []  # (label, kernel, call, cos diff, step vs decode, agree, decode slot, step slot) or (label, error)
+        runs = []  # per library: its label and error, or its call, checks and graph slots
         for label, mla, kname in libs:
             try:
                 call = MlaCall(mla, pb, fmt, sblk, causal, kv, sc)
             except RuntimeError as e:
-                runs.append((label, e))
+                runs.append(dict(label=label, error=e))
                 continue
             got = call.decode().float()
             cd = cos_diff(got, ref.float())
@@ -481,16 +482,17 @@ def main():
                 for _ in range(a.calls):
                     call.layer()
             s_step = tm.add(step)
-            runs.append((label, kname, call, cd, cd2, ok, s_dec, s_step))
+            runs.append(dict(label=label, kname=kname, call=call, cd=cd, cd2=cd2, ok=ok, s_dec=s_dec, s_step=s_step))
         tm.run()
         t_fm = tm.t(s_fm)
         t_sp = tm.t(s_sp) if s_sp is not None else None
         for run in runs:
-            lead = f"| {run[0]} " if multi else ""
-            if len(run) == 2:
-                print(f"{lead}{shape} not run: {run[1]} |", flush=True)
+            lead = f"| {run['label']} " if multi else ""
+            if "error" in run:
+                print(f"{lead}{shape} not run: {run['error']} |", flush=True)
                 continue
-            label, kname, call, cd, cd2, ok, s_dec, s_step = run
+            label, kname, call, cd, cd2, ok, s_dec, s_step = (
+                run[k] for k in ("label", "kname", "call", "cd", "cd2", "ok", "s_dec", "s_step"))
             t_dec, t_step = tm.t(s_dec), tm.t(s_step)
             call.close()
             flops = 2 * 1088 * h * q * pb.total

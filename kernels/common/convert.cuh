@@ -75,6 +75,22 @@ MLA_DEV uint32_t e4m3_pair_bf16x2_raw(uint32_t a, uint32_t b)
     return (prmt(a, b, sel) << 4) & 0x87f087f0u;
 }
 
+/* Bytes L and L + 1 of a and of b (e4m3) as two f16x2, exact: lo = {a's
+ * byte L, b's byte L}, hi = {a's byte L + 1, b's byte L + 1}; one byte
+ * permute and two cvt for two pairs (e4m3_pair_bf16x2_raw: three
+ * instructions a pair).  The e4m3 NaN stays NaN. */
+template <int L>
+MLA_DEV void e4m3_pairs_f16x2(uint32_t a, uint32_t b, uint32_t &lo, uint32_t &hi)
+{
+    constexpr uint32_t sel = ((uint32_t)(L + 5) << 12) | ((uint32_t)(L + 1) << 8) |
+                             ((uint32_t)(L + 4) << 4) | (uint32_t)L;
+    const uint32_t x = prmt(a, b, sel);
+    asm("{\n\t.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\t"
+        "cvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;\n\t}"
+        : "=r"(lo), "=r"(hi)
+        : "r"(x));
+}
+
 /* Bytes 0, 1 (LO) or 2, 3 (HI) of w (e4m3) as one f16x2, exact: one
  * cvt each, no byte permute, for K fragments taken against an f16 Q tile
  * (the QK MMAs of the narrow FP8 kernel).  The e4m3 NaN stays NaN. */

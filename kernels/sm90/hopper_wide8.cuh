@@ -43,28 +43,30 @@
  * keys t and t + 8 of a k-step in one k-column pair, t + 4 and t + 12 in
  * the other; the P tile's keys are in that fragment order, which puts a
  * thread's two keys of an S^T column side by side (one 32-bit store).
- * Conversions:
- *  - E4M3 without block scales: K bytes to f16 (one cvt a pair) against
- *    the f16 Q tile (scaled by a power of two); V to bf16 times 2^-120
- *    (three integer instructions a pair), P carrying 2^112 (O^T holds
- *    O / 2^8);
- *  - block scales (E4M3 /128, /64, /32: mla_hopper_wide8_e4m3b; DS_MLA):
- *    K bytes to f16 times its block's scale over a power of two of the
- *    key, 2^e for its largest scale (a cvt and a multiply a pair), that
- *    2^e put back on the key's scores; DS_MLA's bf16 RoPE times 2^-e
- *    (exact) against a bf16 Q chunk, its nope scales times kv_scale (the
- *    RoPE is unscaled; the scores then take score_scale_log2 / kv_scale).
- *    V to bf16 times 2^-120 as without scales, times a factor a key and
- *    block in bf16 (one multiply a pair): its scale over the power of two
- *    of the key's largest scale (E4M3: of all its blocks, RoPE's
- *    included; DS_MLA: of its four, without kv_scale), times 2^112,
- *    rounded to bf16 as FlashMLA's FP8 kernels round their scales; the
- *    key's power of two goes onto its P (times 2^8).  The warpgroup that
- *    publishes a tile's P puts the tile's factors beside it (put_vf); a
- *    key past the length has factor 0 (its bytes convert finite).
- *    A block whose scale is below 2^-24 of its key's largest loses
- *    precision in f16 (its share of the score is below the fp32 sums'
- *    rounding there).
+ * Conversions (f16 throughout the MMAs but DS_MLA's RoPE chunk):
+ *  - K: E4M3 without block scales, its bytes to f16 (one cvt a pair)
+ *    against the f16 Q tile (scaled by a power of two); with block scales
+ *    (E4M3 /128, /64, /32: mla_hopper_wide8_e4m3b; DS_MLA) times its
+ *    block's scale over a power of two of the key, 2^e for its largest
+ *    scale (a cvt and a multiply a pair), that 2^e put back on the key's
+ *    scores; DS_MLA's bf16 RoPE times 2^-e (exact) against a bf16 Q
+ *    chunk, its nope scales times kv_scale (the RoPE is unscaled; the
+ *    scores then take score_scale_log2 / kv_scale).
+ *  - V: its bytes to f16 (a byte permute and two cvt for two pairs), with
+ *    block scales times a factor a key and block in f16 (a multiply a
+ *    pair): its scale over the power of two 2^ev of the key's largest
+ *    scale (E4M3: K's 2^e; DS_MLA: of its four, without kv_scale).  The
+ *    warpgroup that publishes a tile's P puts the tile's factors beside
+ *    it (put_vf); a key past the length has factor 0, and its bytes are
+ *    zeroed (zero_dead_v: the e4m3 NaN byte converts to NaN).
+ *  - P: f16, up to 2^8 against the lazy references.  With block scales
+ *    the key's scores take ev in log2 units, so P carries 2^ev and stays
+ *    in f16's range, and the row sums take P / 2^ev.  P below 2^-24
+ *    flushes to zero (bf16's rounding of P lost more).
+ *  A block whose scale is below 2^-14 of its key's largest loses
+ *    precision in f16 (K: its share of the score is below the fp32 sums'
+ *    rounding there; V: its share of the row below f16's rounding of the
+ *    largest block's).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -251,7 +253,7 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
     /* The V bytes of k-step ks for this thread's dims of blocks 2 wg (x)
      * and 2 wg + 1 (y), keys 16 ks + t + 4 i, and with SC their factors
      * for the key pairs (t, t + 8) and (t + 4, t + 12) (put_vf: 0 past
-     * the length, where the bytes are garbage but convert finite). */
+     * the length, where zero_dead_v zeroed the bytes). */
     struct VRaw {
         uint32_t x[4], y[4];
         uint2 fx, fy;
@@ -277,7 +279,8 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
     }
 
     /* V^T fragments: m-tile mm (block 2 wg + mm / 2, its dims 2 (mm % 2)
-     * and + 1 as rows g and g + 8). */
+     * and + 1 as rows g and g + 8), f16; with SC times the factors of the
+     * key pairs. */
     template <bool SC>
     MLA_DEV void v_frags(const VRaw &r, uint32_t (&a)[4][4]) const
     {
@@ -286,35 +289,38 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
             const bool y = mm >> 1;
             const uint32_t w0 = y ? r.y[0] : r.x[0], w1 = y ? r.y[1] : r.x[1];
             const uint32_t w2 = y ? r.y[2] : r.x[2], w3 = y ? r.y[3] : r.x[3];
-            /* k columns 2 t, 2 t + 1: keys t, t + 8; 2 t + 8, 2 t + 9:
-             * keys t + 4, t + 12 (P's key order, publish) */
-            const PairFactors<SC> cv{y ? r.fy : r.fx};
-            if (mm & 1)
-                v_mtile<true>(w0, w2, w1, w3, cv, a[mm]);
-            else
-                v_mtile<false>(w0, w2, w1, w3, cv, a[mm]);
+            /* k columns 2 t, 2 t + 1: keys t, t + 8 (pair 0); 2 t + 8,
+             * 2 t + 9: keys t + 4, t + 12 (pair 1) (P's key order,
+             * publish) */
+            if (mm & 1) {
+                e4m3_pairs_f16x2<2>(w0, w2, a[mm][0], a[mm][1]);
+                e4m3_pairs_f16x2<2>(w1, w3, a[mm][2], a[mm][3]);
+            } else {
+                e4m3_pairs_f16x2<0>(w0, w2, a[mm][0], a[mm][1]);
+                e4m3_pairs_f16x2<0>(w1, w3, a[mm][2], a[mm][3]);
+            }
+            if (SC) {
+                const uint2 f = y ? r.fy : r.fx;
+                a[mm][0] = hmul2(a[mm][0], f.x);
+                a[mm][1] = hmul2(a[mm][1], f.x);
+                a[mm][2] = hmul2(a[mm][2], f.y);
+                a[mm][3] = hmul2(a[mm][3], f.y);
+            }
         }
     }
 
-    /* v_mtile's converter with a factor a key pair: f.x for pair 0, f.y
-     * for pair 1 (v_pair). */
-    template <bool SC>
-    struct PairFactors {
-        uint2 f;
-        template <int LO, int HI>
-        MLA_DEV uint32_t pair(uint32_t a, uint32_t b, int k) const
-        {
-            return v_pair<SC, LO, HI>(a, b, k ? f.y : f.x);
-        }
-    };
-
-    /* Bytes LO and HI of {a, b} as bf16 times 2^-120 (exact), with block
-     * scales times their factors f (bf16x2, put_vf; one rounding). */
-    template <bool SC, int LO, int HI>
-    MLA_DEV static uint32_t v_pair(uint32_t a, uint32_t b, uint32_t f)
+    /* Rows nvalid.. of the tile in stage stg past the length: V's bytes
+     * to zero, by this warpgroup before it publishes the tile's P (which
+     * both warpgroups' P V wait for): garbage bytes may be the e4m3 NaN,
+     * which converts to NaN and would turn P = 0 into NaN.  (K's scores
+     * of those rows are masked by selection.)  Once every thread of the
+     * warpgroup has read its K of them (qk). */
+    MLA_DEV void zero_dead_v(uint32_t stg, uint32_t nvalid) const
     {
-        const uint32_t v = e4m3_pair_bf16x2_raw<LO, HI>(a, b);
-        return SC ? bmul2(v, f) : v;
+        bar_sync(kNbWg0 + wg, 128);
+        const uint32_t n = (kBN - nvalid) * 32u, lt = 32u * w + 4u * g + t;
+        for (uint32_t i = lt; i < n; i += 128u)
+            sts128(stg + RP * (nvalid + (i >> 5)) + 16u * (i & 31u), 0u, 0u, 0u, 0u);
     }
 
     /*
@@ -358,7 +364,7 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
             wg_fence();
 #pragma unroll
             for (uint32_t mm = 0; mm < 4; mm++)
-                wgmma_m64n64_rs<false>(o[mm], a[ks % 2][mm], wg_desc_add(p0, 32u * ks), 1u);
+                wgmma_m64n64_rs<true>(o[mm], a[ks % 2][mm], wg_desc_add(p0, 32u * ks), 1u);
             wg_commit();
             if (ks + 1 < 4) {
                 const VRaw r = v_load<SC>(stg, slot, ks + 1);
@@ -401,6 +407,9 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
                 pipe.consumer_wait(sk);
                 float ku[2];
                 qk<SC>(s, stage(sk.stage), scales(sk.stage), ku);
+                const int nvalid = c.len - (c.t0 + k) * (int)kBN;
+                if (nvalid < (int)kBN)
+                    zero_dead_v(stage(sk.stage), (uint32_t)nvalid);
                 this->template publish<SC>(k, s, scales(sk.stage), ku);
             }
             pv_tile<SC>(k0, st);
@@ -460,7 +469,6 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
     MLA_DEV void finish()
     {
         const int n = c.t1 - c.t0;
-        const float vunit = kScaled ? 1.0f : 0x1p120f / kPFold; /* O^T holds O / vunit */
         const uint32_t tid = this->tid();
         /* The last tile's factors, if it was the other warpgroup's. */
         if (n > 0 && (uint32_t)((n - 1) & 1) != wg)
@@ -478,7 +486,7 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
 #pragma unroll
             for (uint32_t x = 0; x < 8; x++)
                 lsum += lds_f32(cx + 256u * x + 4u * col(j));
-            const float f = out.inv_sum(p, c.m_base + (int)col(j), lsum) * vunit;
+            const float f = out.inv_sum(p, c.m_base + (int)col(j), lsum);
             /* columns 0-31 (j < 8) in the first half, 32-63 in the second */
             const uint32_t row = half[j >> 3] + (col(j) & 31u) * kStageRow;
 #pragma unroll

@@ -13,7 +13,6 @@
 #include "hopper_wide8_base.cuh"
 #include "softmax.cuh"
 #include "convert.cuh"
-#include "hopper_narrow_fp8.cuh" /* kPFold: P against V converted unscaled */
 
 namespace mla {
 namespace hopper {
@@ -76,13 +75,15 @@ struct Wide8Softmax : Wide8Base<FMT, SCALED> {
         }
     }
 
-    /* P of the scores s against the reference ref into P slot `slot`,
-     * one 32-bit store a column: the thread's keys 16 w + g and + 8 are
-     * P's key positions 16 w + 2 g and + 1 (v_frags puts keys t and t + 8
-     * in one k-column pair), P times pf[h] (the fold of V's conversion,
-     * v_pair); lt takes the tile's sums. */
+    /* P of the scores s against the reference ref into P slot `slot`
+     * (f16), one 32-bit store a column: the thread's keys 16 w + g and + 8
+     * are P's key positions 16 w + 2 g and + 1 (v_frags puts keys t and
+     * t + 8 in one k-column pair); lt takes the tile's sums, each P times
+     * iv[h] (with block scales the scores carry V's power of two of the
+     * key, which the sums leave out: publish). */
+    template <bool SC>
     MLA_DEV void write_p(const float (&s)[8][4], const float (&ref)[16], uint32_t slot,
-                         const float (&pf)[2], float (&lt)[16]) const
+                         const float (&iv)[2], float (&lt)[16]) const
     {
         const float ninf = -__int_as_float(0x7f800000);
         const uint32_t pt = pslot(slot);
@@ -90,8 +91,8 @@ struct Wide8Softmax : Wide8Base<FMT, SCALED> {
         for (int j = 0; j < 16; j++) {
             const float base = ref[j] == ninf ? 0.0f : ref[j];
             const float p0 = ex2(s[j >> 1][j & 1] - base), p1 = ex2(s[j >> 1][(j & 1) + 2] - base);
-            lt[j] = p0 + p1;
-            sts32(p_tile_addr(pt, col(j), 16u * w + 2u * g), pack_bf16x2(p0 * pf[0], p1 * pf[1]));
+            lt[j] = SC ? p0 * iv[0] + p1 * iv[1] : p0 + p1;
+            sts32(p_tile_addr(pt, col(j), 16u * w + 2u * g), pack_f16x2(p0, p1));
         }
     }
 
@@ -143,12 +144,15 @@ struct Wide8Softmax : Wide8Base<FMT, SCALED> {
         /* keys every row sees: the length, less the later tokens' */
         const bool mask = (tile + 1) * (int)kBN > (p.causal ? c.len - p.q_len + 1 : c.len);
         /* kf: the keys' powers of two of K, which qk divided out (f16
-         * path).  pf: P's factors.  V converts unscaled times 2^-120 (P
-         * takes kPFold) or, with block scales, times its factors (put_vf),
-         * which divide out each key's power of two of V, vu (E4M3's is K's,
-         * DS_MLA's leaves out kv_scale): P takes it back times 2^8.  A key
-         * past the length takes 1 (its scales may be anything, its P is 0). */
-        float kf[2] = {1.0f, 1.0f}, pf[2] = {kPFold, kPFold}, vd[2] = {0.0f, 0.0f};
+         * path).  V converts to f16, with block scales times its factors
+         * (put_vf), which divide out each key's power of two of V, vu =
+         * 2^ev (E4M3's is K's, DS_MLA's leaves out kv_scale): the key's
+         * scores take ev (log2 units), so that P, against references over
+         * the scores so shifted, carries vu and stays within f16 (up to
+         * 2^kLazy), and the row sums take P / vu (iv).  A key past the
+         * length takes 1 (its scales may be anything, its P is 0). */
+        float kf[2] = {1.0f, 1.0f}, ev[2] = {0.0f, 0.0f}, iv[2] = {1.0f, 1.0f},
+              vd[2] = {0.0f, 0.0f};
         bool live[2] = {false, false};
         if (SC) {
 #pragma unroll
@@ -164,7 +168,9 @@ struct Wide8Softmax : Wide8Base<FMT, SCALED> {
                 if (kScaledKF16)
                     kf[h] = ku[h];
                 live[h] = key0 + 8 * h < c.len;
-                pf[h] = live[h] ? vu * 0x1p8f : 1.0f;
+                /* vu is a power of two (Inf: 128, its scores are NaN) */
+                ev[h] = live[h] ? (float)((int)(__float_as_uint(vu) >> 23) - 127) : 0.0f;
+                iv[h] = live[h] ? vd[h] : 1.0f;
             }
         }
         /* slot j: s[j / 2][(j & 1) + 2 h], keys key0 + 8 h.  kf is a
@@ -179,15 +185,17 @@ struct Wide8Softmax : Wide8Base<FMT, SCALED> {
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     float &v = s[j >> 1][(j & 1) + 2 * h];
-                    v = key0 + 8 * h < lim ? v * sk[h] : ninf;
+                    v = key0 + 8 * h < lim ? (SC ? fmaf(v, sk[h], ev[h]) : v * sk[h]) : ninf;
                 }
             }
         } else {
 #pragma unroll
             for (int j = 0; j < 16; j++)
 #pragma unroll
-                for (int h = 0; h < 2; h++)
-                    s[j >> 1][(j & 1) + 2 * h] *= sk[h];
+                for (int h = 0; h < 2; h++) {
+                    float &v = s[j >> 1][(j & 1) + 2 * h];
+                    v = SC ? fmaf(v, sk[h], ev[h]) : v * sk[h];
+                }
         }
         /* rprev: the other warpgroup's slot, the reference after tile
          * k - 1 once it is published (-inf before the first tile); rown:
@@ -207,7 +215,7 @@ struct Wide8Softmax : Wide8Base<FMT, SCALED> {
         if (k >= 2) { /* against this slot's reference: that after tile k - 2 */
             load_ref(rown, false, ref);
             if (!jumps(s, ref)) {
-                write_p(s, ref, slot, pf, lt);
+                write_p<SC>(s, ref, slot, iv, lt);
                 mbar_wait(pfull(slot ^ 1u), (uint32_t)((k - 1) >> 1) & 1u);
                 /* tile k - 1 kept the reference: so does this tile, whose P
                  * stands (the slot already holds the reference) */
@@ -263,23 +271,22 @@ struct Wide8Softmax : Wide8Base<FMT, SCALED> {
                     sts32(rown + 4u * col(j), __float_as_uint(ref[j]));
             }
         }
-        write_p(s, ref, slot, pf, lt);
+        write_p<SC>(s, ref, slot, iv, lt);
         post_p(slot, changed, lt);
     }
 
     /* V's factors of this warpgroup's tile, by the thread that holds its
      * keys 16 w + g and + 8 (k-step w, pair g): block scale times the
-     * key's 2^-e (vd) times 2^112, rounded to bf16 as FlashMLA's FP8
-     * kernels round their scales, 0 past the length; v_pair multiplies the
-     * unscaled bf16 V (2^-120) by them, so that the tile loop converts a
-     * pair with four instructions rather than seven. */
+     * key's 2^-e (vd), in f16 (below 2 in magnitude; a block below 2^-14
+     * of its key's largest loses bits, as K's do), 0 past the length;
+     * v_frags multiplies V in f16 by them (a multiply a pair). */
     MLA_DEV void put_vf(uint32_t slot, uint32_t scl, const float (&vd)[2], const bool (&live)[2]) const
     {
         const uint32_t vs = vshift(), r0 = 16u * w + g;
         for (uint32_t b = t; b < (512u >> vs); b += 4u) {
-            const float f0 = live[0] ? v_scale(scl, r0, b << vs) * vd[0] * 0x1p112f : 0.0f;
-            const float f1 = live[1] ? v_scale(scl, r0 + 8u, b << vs) * vd[1] * 0x1p112f : 0.0f;
-            sts32(vf_word(slot, b, w, g), pack_bf16x2(f0, f1));
+            const float f0 = live[0] ? v_scale(scl, r0, b << vs) * vd[0] : 0.0f;
+            const float f1 = live[1] ? v_scale(scl, r0 + 8u, b << vs) * vd[1] : 0.0f;
+            sts32(vf_word(slot, b, w, g), pack_f16x2(f0, f1));
         }
     }
 };

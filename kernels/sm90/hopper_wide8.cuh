@@ -122,13 +122,24 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
     template <bool SC>
     static constexpr bool kKF16 = !SC || kScaledKF16;
 
-    /* kd: the inverses of the keys' powers of two (f16 path) */
+    /* Whether a scale block spans two 64-dim chunks (DS_MLA's 128
+     * channels, E4M3 /128): an odd chunk then takes its even chunk's
+     * scales (k_load's prev). */
+    MLA_DEV bool wide_blocks() const
+    {
+        return FMT == MLA_FMT_FP8_DS_MLA || this->gshift() >= 7;
+    }
+
+    /* kd: the inverses of the keys' powers of two (f16 path); prev: the
+     * previous chunk's (its scales, where the block spans both). */
     template <bool SC>
-    MLA_DEV KRaw k_load(uint32_t stg, uint32_t scl, uint32_t ch, const float (&kd)[2]) const
+    MLA_DEV KRaw k_load(uint32_t stg, uint32_t scl, uint32_t ch, const float (&kd)[2],
+                        const KRaw &prev) const
     {
         const uint32_t r0 = 16u * w + g, r1 = r0 + 8u;
         KRaw k;
         k.sx = k.sy = 1.0f;
+        k.hx = k.hy = 0u;
         if (FMT == MLA_FMT_FP8_DS_MLA && ch == 8) {
             const uint32_t b = stg + kDsRopeOffset + 32u * t;
             k.x = lds128(b + RP * r0);
@@ -141,8 +152,12 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
         k.x = lds128(b + RP * r0);
         k.y = lds128(b + RP * r1);
         k.x2 = k.y2 = make_uint4(0u, 0u, 0u, 0u);
-        k.hx = k.hy = 0u;
-        if (SC) {
+        if (SC && (ch & 1u) && wide_blocks()) {
+            k.sx = prev.sx;
+            k.sy = prev.sy;
+            k.hx = prev.hx;
+            k.hy = prev.hy;
+        } else if (SC) {
             k.sx = k_scale(scl, r0, ch);
             k.sy = k_scale(scl, r1, ch);
             if (kScaledKF16) {
@@ -221,7 +236,8 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
             kd[1] = this->key_unit(scl, 16u * w + g + 8u, ku[1]);
         }
         uint32_t a[2][4][4];
-        k_frags<SC>(k_load<SC>(stg, scl, 0, kd), 0, kd, a[0]);
+        KRaw k = k_load<SC>(stg, scl, 0, kd, KRaw{});
+        k_frags<SC>(k, 0, kd, a[0]);
         const uint64_t q0 = wg_desc(c.sq, 16u, 1024u);
 #pragma unroll
         for (uint32_t ch = 0; ch < 9; ch++) {
@@ -239,7 +255,7 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
             }
             wg_commit();
             if (ch + 1 < 9) {
-                const KRaw k = k_load<SC>(stg, scl, ch + 1, kd);
+                k = k_load<SC>(stg, scl, ch + 1, kd, k);
                 wg_wait<1>(); /* chunk ch - 1 retired: its buffer is free */
                 k_frags<SC>(k, ch + 1, kd, a[(ch + 1) % 2]);
             }

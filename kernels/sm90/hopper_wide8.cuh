@@ -113,14 +113,8 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
      * bf16 RoPE, two 16-byte granules a row. */
     struct KRaw {
         uint4 x, y, x2, y2;
-        float sx, sy;      /* bf16 path: the scales */
-        uint32_t hx, hy;   /* f16 path: the scales over the keys' powers of two, f16x2 */
+        uint32_t hx, hy; /* the scales over the keys' powers of two, f16x2 */
     };
-
-    /* Whether K of this tile takes the f16 path: E4M3 without scales, or
-     * block scales with kScaledKF16. */
-    template <bool SC>
-    static constexpr bool kKF16 = !SC || kScaledKF16;
 
     /* Whether a scale block spans two 64-dim chunks (DS_MLA's 128
      * channels, E4M3 /128): an odd chunk then takes its even chunk's
@@ -130,15 +124,14 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
         return FMT == MLA_FMT_FP8_DS_MLA || this->gshift() >= 7;
     }
 
-    /* kd: the inverses of the keys' powers of two (f16 path); prev: the
-     * previous chunk's (its scales, where the block spans both). */
+    /* kd: the inverses of the keys' powers of two; prev: the previous
+     * chunk's (its scales, where the block spans both). */
     template <bool SC>
     MLA_DEV KRaw k_load(uint32_t stg, uint32_t scl, uint32_t ch, const float (&kd)[2],
                         const KRaw &prev) const
     {
         const uint32_t r0 = 16u * w + g, r1 = r0 + 8u;
         KRaw k;
-        k.sx = k.sy = 1.0f;
         k.hx = k.hy = 0u;
         if (FMT == MLA_FMT_FP8_DS_MLA && ch == 8) {
             const uint32_t b = stg + kDsRopeOffset + 32u * t;
@@ -153,17 +146,12 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
         k.y = lds128(b + RP * r1);
         k.x2 = k.y2 = make_uint4(0u, 0u, 0u, 0u);
         if (SC && (ch & 1u) && wide_blocks()) {
-            k.sx = prev.sx;
-            k.sy = prev.sy;
             k.hx = prev.hx;
             k.hy = prev.hy;
         } else if (SC) {
-            k.sx = k_scale(scl, r0, ch);
-            k.sy = k_scale(scl, r1, ch);
-            if (kScaledKF16) {
-                k.hx = pack_f16x2(k.sx * kd[0], k.sx * kd[0]);
-                k.hy = pack_f16x2(k.sy * kd[1], k.sy * kd[1]);
-            }
+            const float sx = k_scale(scl, r0, ch) * kd[0], sy = k_scale(scl, r1, ch) * kd[1];
+            k.hx = pack_f16x2(sx, sx);
+            k.hy = pack_f16x2(sy, sy);
         }
         return k;
     }
@@ -178,39 +166,31 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
         if (FMT == MLA_FMT_FP8_DS_MLA && ch == 8) {
             const uint32_t x8[8] = {k.x.x, k.x.y, k.x.z, k.x.w, k.x2.x, k.x2.y, k.x2.z, k.x2.w};
             const uint32_t y8[8] = {k.y.x, k.y.y, k.y.z, k.y.w, k.y2.x, k.y2.y, k.y2.z, k.y2.w};
-            /* f16 path: the RoPE (bf16, against a bf16 Q chunk scaled by
-             * the f16 chunks' 2^kq) takes the keys' powers of two as
-             * well, exactly, so that all of S^T is in one unit */
-            const uint32_t dx = kScaledKF16 ? bf16x2_of_pow2(kd[0]) : 0u;
-            const uint32_t dy = kScaledKF16 ? bf16x2_of_pow2(kd[1]) : 0u;
+            /* the RoPE (bf16, against a bf16 Q chunk scaled by the f16
+             * chunks' 2^kq) takes the keys' powers of two as well,
+             * exactly, so that all of S^T is in one unit */
+            const uint32_t dx = bf16x2_of_pow2(kd[0]), dy = bf16x2_of_pow2(kd[1]);
 #pragma unroll
             for (int st = 0; st < 4; st++) {
                 a[st][0] = x8[2 * st];
                 a[st][1] = y8[2 * st];
                 a[st][2] = x8[2 * st + 1];
                 a[st][3] = y8[2 * st + 1];
-                if (kScaledKF16) {
-                    a[st][0] = bmul2(a[st][0], dx);
-                    a[st][1] = bmul2(a[st][1], dy);
-                    a[st][2] = bmul2(a[st][2], dx);
-                    a[st][3] = bmul2(a[st][3], dy);
-                }
+                a[st][0] = bmul2(a[st][0], dx);
+                a[st][1] = bmul2(a[st][1], dy);
+                a[st][2] = bmul2(a[st][2], dx);
+                a[st][3] = bmul2(a[st][3], dy);
             }
             return;
         }
         const uint32_t xw[4] = {k.x.x, k.x.y, k.x.z, k.x.w}, yw[4] = {k.y.x, k.y.y, k.y.z, k.y.w};
 #pragma unroll
         for (int st = 0; st < 4; st++) {
-            if constexpr (SC && kScaledKF16) {
+            if constexpr (SC) {
                 a[st][0] = hmul2(e4m3_lo_f16x2(xw[st]), k.hx);
                 a[st][1] = hmul2(e4m3_lo_f16x2(yw[st]), k.hy);
                 a[st][2] = hmul2(e4m3_hi_f16x2(xw[st]), k.hx);
                 a[st][3] = hmul2(e4m3_hi_f16x2(yw[st]), k.hy);
-            } else if constexpr (SC) {
-                a[st][0] = e4m3_pair_bf16x2_scaled<0, 1>(xw[st], 0u, k.sx, k.sx);
-                a[st][1] = e4m3_pair_bf16x2_scaled<0, 1>(yw[st], 0u, k.sy, k.sy);
-                a[st][2] = e4m3_pair_bf16x2_scaled<2, 3>(xw[st], 0u, k.sx, k.sx);
-                a[st][3] = e4m3_pair_bf16x2_scaled<2, 3>(yw[st], 0u, k.sy, k.sy);
             } else {
                 a[st][0] = e4m3_lo_f16x2(xw[st]);
                 a[st][1] = e4m3_lo_f16x2(yw[st]);
@@ -224,14 +204,14 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
      * chunk ch + 1 built while the tensor cores run chunk ch (two buffers,
      * a commit group a chunk).  No wgmma of this warpgroup may be in
      * flight on entry (else ptxas serializes the loop).  ku: the keys'
-     * powers of two that the scores are short of (key_unit; 1 on the
-     * bf16 path), for publish. */
+     * powers of two that the scores are short of (key_unit; 1 without
+     * block scales), for publish. */
     template <bool SC>
     MLA_DEV void qk(float (&s)[8][4], uint32_t stg, uint32_t scl, float (&ku)[2])
     {
         float kd[2] = {1.0f, 1.0f};
         ku[0] = ku[1] = 1.0f;
-        if (SC && kScaledKF16) {
+        if (SC) {
             kd[0] = this->key_unit(scl, 16u * w + g, ku[0]);
             kd[1] = this->key_unit(scl, 16u * w + g + 8u, ku[1]);
         }
@@ -242,8 +222,7 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
 #pragma unroll
         for (uint32_t ch = 0; ch < 9; ch++) {
             /* f16 but DS_MLA's RoPE chunk */
-            constexpr bool kF16 = kKF16<SC>;
-            const bool f16 = kF16 && !(FMT == MLA_FMT_FP8_DS_MLA && ch == 8);
+            const bool f16 = !(FMT == MLA_FMT_FP8_DS_MLA && ch == 8);
             wg_fence();
 #pragma unroll
             for (uint32_t st = 0; st < 4; st++) {
@@ -446,18 +425,11 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
     MLA_DEV void run()
     {
         constexpr bool sc = kScaled;
-        /* The Q tile by both warpgroups, f16 where K converts unscaled;
-         * the rows' key limits. */
-        float qscale = 1.0f;
-        if (sc && !kScaledKF16) {
-            load_q_permuted<MLA_BLOCK_M, 256>(p, c, tid());
-            cp_async_wait_all();
-        } else { /* f16 but DS_MLA's RoPE chunk */
-            /* DS_MLA's RoPE chunk stays bf16 but takes the same 2^kq: its
-             * scores share the nope chunks' accumulator */
-            qscale = load_q_permuted_f16<MLA_BLOCK_M, 256, kNbBoth, true>(
-                p, c, tid(), FMT == MLA_FMT_FP8_DS_MLA ? 8u : 9u, cmax());
-        }
+        /* The Q tile by both warpgroups, f16 but DS_MLA's RoPE chunk
+         * (bf16, times the same 2^kq: its scores share the nope chunks'
+         * accumulator); the rows' key limits. */
+        const float qscale = load_q_permuted_f16<MLA_BLOCK_M, 256, kNbBoth, true>(
+            p, c, tid(), FMT == MLA_FMT_FP8_DS_MLA ? 8u : 9u, cmax());
         if (tid() < MLA_BLOCK_M)
             sts32(head() + kW8Lim + 4u * tid(), (uint32_t)row_limit(p, c, (int)tid()));
         fence_proxy_async();

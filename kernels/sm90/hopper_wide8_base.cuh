@@ -32,18 +32,6 @@ constexpr uint32_t kBarPFull = kBarWords, kBarPFree = kBarWords + 16u,
                    kBarFin = kBarWords + 32u;
 constexpr uint32_t kNbBoth = kNbP;
 
-/* Block-scaled K (E4M3 /128, /64, /32, DS_MLA) in f16, each value times
- * its block's scale over a power of two of its key (one multiply a pair
- * after the cvt), against an f16 Q tile; the key's power of two goes onto
- * its scores.  The alternative, bf16 from fp32 products (the narrow
- * kernel's scaled pair: seven instructions a pair), is kept for the
- * measurement that decides (bench/micro/fp8_tile.cu): build with
- * -DMLA_WIDE8_SCALED_K_BF16. */
-#ifdef MLA_WIDE8_SCALED_K_BF16
-constexpr bool kScaledKF16 = false;
-#else
-constexpr bool kScaledKF16 = true;
-#endif
 static_assert(kBarFin + 16u <= kBarWords + sizeof(Bars::words), "P slot and end barriers");
 static_assert(32u * kStageRow <= MLA_WIDE8_STAGES * mla_narrow8_stage_bytes(MLA_FMT_FP8_E4M3, 0) &&
                   32u * kStageRow <= sizeof(mla_wide8_head::q),

@@ -161,12 +161,11 @@ struct Wide8Softmax : Wide8Base<FMT, SCALED> {
                 /* qk's units (ku) are K's: E4M3's are V's too; DS_MLA's
                  * take kv_scale, V's not */
                 float vu = ku[h];
-                if (FMT == MLA_FMT_FP8_DS_MLA || !kScaledKF16)
+                if (FMT == MLA_FMT_FP8_DS_MLA)
                     vd[h] = this->template key_unit<false>(scl, r, vu);
                 else
                     vd[h] = this->inv_unit(vu);
-                if (kScaledKF16)
-                    kf[h] = ku[h];
+                kf[h] = ku[h];
                 live[h] = key0 + 8 * h < c.len;
                 /* vu is a power of two (Inf: 128, its scores are NaN) */
                 ev[h] = live[h] ? (float)((int)(__float_as_uint(vu) >> 23) - 127) : 0.0f;

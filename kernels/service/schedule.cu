@@ -29,9 +29,11 @@
  * sums of the split pieces give their partial slots, a histogram of sizes
  * their order, then the pieces.  Batches of up to kWarpBatch take the warp
  * path (cut_warp): the same three steps in warp 0 alone, request b in lane
- * b, scans and reductions by shuffles, with no CTA-wide barrier on its
- * chain; its lanes make the pieces together, one each a round in request
- * and key order, and order them by ballots.  The block-table entries are
+ * b, scans and reductions by shuffles and reduxes, with no CTA-wide
+ * barrier on their chain; then every warp makes pieces, a piece a lane, in
+ * request and key order, ordered by ballots.  At small batches the
+ * scheduler's time is that of its chain on the critical path of
+ * mla_decode, so the warp path is written for latency.  The block-table entries are
  * checked by CTA 0 when it is alone (by all its warps on the block path,
  * by warps 1.. on the warp path), else at the same time by CTAs 1.., one
  * warp a request, each into its flag byte (no memset).
@@ -247,11 +249,11 @@ MLA_DEV void add_request(Stats &s, int nt, const float (&cr)[kRounds], int min_t
 {
 #pragma unroll
     for (int r = 0; r < kRounds; r++) {
-        const int n = pieces_of(nt, cr[r], min_tiles);
+        const int n = pieces_of(nt, cr[r], min_tiles), q = nt / n;
         s.pieces[r] += n;
         s.split[r] += n > 1 ? n : 0;
-        s.maxp[r] = max(s.maxp[r], (nt + n - 1) / n);
-        s.minp[r] = min(s.minp[r], nt / n);
+        s.maxp[r] = max(s.maxp[r], q + (q * n != nt ? 1 : 0));
+        s.minp[r] = min(s.minp[r], q);
     }
 }
 
@@ -330,7 +332,8 @@ MLA_DEV Rule choose_rule(const mla_decode_params &p, const Stats &t, long long t
          * greedy rounds then end unevenly. */
         if (t.maxp[r] > (long long)t.minp[r] + max(2, t.minp[r] / 8))
             continue; /* (minp is INT_MAX when every request is empty) */
-        const float rounds = (float)((t.pieces[r] + p.parts - 1) / p.parts);
+        /* (pieces <= max_pieces, an int: a 32-bit division) */
+        const float rounds = (float)(((int)t.pieces[r] + p.parts - 1) / p.parts);
         float est = (float)(t.maxp[r] + cost);
         est = fmaxf(est, (float)(tiles + cost * t.pieces[r]) / (float)p.parts);
         est = fmaxf(est, rounds * ((float)t.minp[r] + (float)cost));
@@ -504,30 +507,63 @@ MLA_DEV void bucket_masks(int k, uint32_t valid, uint32_t &same, uint32_t &mine)
     }
 }
 
+/* The candidates' statistics over warp 0, one request a lane: each
+ * lane's counts are below 2^26 (nt), so their sums fit 32 bits, and one
+ * redux a field replaces warp_stats' five 64-bit exchanges. */
+MLA_DEV void lane_stats(Stats &s)
+{
+    const uint32_t full = 0xffffffffu;
+#pragma unroll
+    for (int r = 0; r < kRounds; r++) {
+        s.pieces[r] = __reduce_add_sync(full, (unsigned)s.pieces[r]);
+        s.split[r] = __reduce_add_sync(full, (unsigned)s.split[r]);
+        s.maxp[r] = __reduce_max_sync(full, s.maxp[r]);
+        s.minp[r] = __reduce_min_sync(full, s.minp[r]);
+    }
+}
+
+/* What warp 0 hands the other warps for the pieces (cut_warp): request
+ * b's pieces end at flat index end[b]; the rule; the counts of each
+ * warp's pieces a bucket. */
+struct WarpShared {
+    int end[kWarpBatch], n[kWarpBatch], nt[kWarpBatch], slot[kWarpBatch];
+    long long a[kWarpBatch], k1[kWarpBatch];
+    Rule rule;
+    float scale;
+    int npieces;
+    int cnt[kWarps][kBuckets];
+};
+
 /*
- * CTA 0 for p.batch <= kWarpBatch: cut_pieces' steps in warp 0, lane b
- * holding request b, and the same outputs but for the order of the
- * pieces within a bucket (flat order here: by request, then by key).
- * The pieces are made in rounds over their flat index g, piece 32 r + l
- * in lane l of round r: its request is the first lane whose pieces end
- * past g (binary search over the lanes' running counts), its tiles come
- * from piece_at.  A first pass counts the buckets (a lane each), the
- * second stores each piece at its bucket's next positions.  When alone,
- * warps 1.. check the block table meanwhile.
+ * CTA 0 for p.batch <= kWarpBatch: cut_pieces' steps with request b in
+ * lane b of warp 0 (scans and reductions by shuffles and reduxes, no
+ * CTA-wide barrier on their chain), then the pieces by all the CTA's
+ * warps, in the same order as the reference but for their order within
+ * a bucket (flat order here: by request, then by key).  The pieces are
+ * made in rounds of 32 over their flat index g, piece 32 r + l in lane l
+ * of round r, round r by warp r % 8: its request is the first whose
+ * pieces end past g (binary search over the running counts), its tiles
+ * come from piece_at.  A first pass counts each warp's pieces a bucket,
+ * the second stores them, 8 rounds at a time, at their bucket's next
+ * positions.  (Warp 0 made them alone before, two passes of dependent
+ * shuffles a round: 3 us of the 13 us the scheduler took at h128 b8.)
+ * When alone, warps 1.. check the block table while warp 0 cuts.
  */
 MLA_DEV void cut_warp(const mla_decode_params &p)
 {
-    static_assert(kWarpBatch <= 32 && kWarps > 1, "a request a lane; warps 1.. for pages");
+    static_assert(kWarpBatch <= 32 && kWarps > 1 && kBuckets == 32,
+                  "a request a lane; warps 1.. for pages; a bucket a lane");
+    __shared__ WarpShared sh;
     const uint32_t full = 0xffffffffu, lane = threadIdx.x & 31u;
+    const int warp = (int)(threadIdx.x >> 5);
     const long long limit = len_limit(p);
+    uint8_t *ws = (uint8_t *)p.workspace;
     bool bad_len = false, bad_page = false;
-    int npieces = 0, ncombine = 0;
-    if (threadIdx.x < 32) {
+    int ncombine = 0;
+    if (warp == 0) {
         const int32_t *lens = (const int32_t *)p.seq_lens;
-        uint8_t *ws = (uint8_t *)p.workspace;
         int32_t *kept = (int32_t *)(ws + p.ws_lens);
         int2 *reqs = (int2 *)(ws + p.ws_reqs);
-        int4 *pieces = (int4 *)(ws + p.ws_pieces);
         int32_t *clist = (int32_t *)(ws + p.ws_clist);
         const int bn = p.block_n, cost = p.piece_cost, min_tiles = p.min_piece_tiles;
         const int b = (int)lane;
@@ -556,21 +592,19 @@ MLA_DEV void cut_warp(const mla_decode_params &p)
         candidates(p, total_tiles, cr, s);
         if (nt)
             add_request(s, nt, cr, min_tiles);
-        warp_stats(s);
+        lane_stats(s);
         int maxp;
         const Rule rule = choose_rule(p, s, total_tiles, total_line, cr, maxp);
-        const float scale = bucket_scale(maxp);
 
         /* 3 (pass 3): the request's pieces, its first flat index and
          * partial slot, reqs and the combine's list (empty requests and
-         * split ones). */
+         * split ones); what the pieces need, for every warp. */
         const long long a = c0 + cost;
         long long k1 = 0;
         const int n = nt ? count_pieces(rule, c0, nt, cost, min_tiles, k1) : 0;
         const int split = n > 1 ? n : 0;
-        const int end = warp_scan(n), first = end - n;
+        const int end = warp_scan(n);
         const int slot = warp_scan(split) - split;
-        npieces = __shfl_sync(full, end, 31);
         if (here)
             reqs[b] = make_int2(n, n > 1 ? slot : -1);
         const uint32_t lt = (1u << lane) - 1u;
@@ -578,49 +612,91 @@ MLA_DEV void cut_warp(const mla_decode_params &p)
         if ((comb >> lane) & 1u)
             clist[__popc(comb & lt)] = b;
         ncombine = __popc(comb);
-
-        /* Flat piece g into pc; returns its bucket (0 past the last). */
-        auto piece_g = [&](int g, int4 &pc) {
-            int o = 0; /* lanes whose pieces end at or before g */
-#pragma unroll
-            for (int step = 16; step > 0; step >>= 1)
-                o += __shfl_sync(full, end, o + step - 1) <= g ? step : 0;
-            const int i = g - __shfl_sync(full, first, o);
-            const int on = __shfl_sync(full, n, o), ont = __shfl_sync(full, nt, o);
-            const int oslot = __shfl_sync(full, slot, o);
-            const long long oa = __shfl_sync(full, a, o), ok1 = __shfl_sync(full, k1, o);
-            pc = make_int4(0, 0, 0, 0);
-            if (g >= npieces)
-                return 0;
-            int t0, t1;
-            piece_at(rule, oa, ok1, ont, on, i, t0, t1);
-            pc = make_int4(o, t0, t1, on > 1 ? oslot + i : -1);
-            return bucket(t1 - t0, scale);
-        };
-        int4 pc0; /* round 0's piece, kept for the second pass */
-        const int k0 = piece_g((int)lane, pc0);
-        int count = 0; /* pieces in bucket `lane` */
-        for (int g0 = 0; g0 < npieces; g0 += 32) {
-            int4 pc = pc0;
-            const int g = g0 + (int)lane, k = g0 ? piece_g(g, pc) : k0;
-            uint32_t same, mine;
-            bucket_masks(k, __ballot_sync(full, g < npieces), same, mine);
-            count += __popc(mine);
-        }
-        int next = warp_scan(count) - count; /* bucket `lane`'s next position */
-        for (int g0 = 0; g0 < npieces; g0 += 32) {
-            int4 pc = pc0;
-            const int g = g0 + (int)lane, k = g0 ? piece_g(g, pc) : k0;
-            uint32_t same, mine;
-            bucket_masks(k, __ballot_sync(full, g < npieces), same, mine);
-            const int at = __shfl_sync(full, next, k) + __popc(same & lt);
-            if (g < npieces)
-                pieces[at] = pc;
-            next += __popc(mine);
+        sh.end[b] = end;
+        sh.n[b] = n;
+        sh.nt[b] = nt;
+        sh.slot[b] = slot;
+        sh.a[b] = a;
+        sh.k1[b] = k1;
+        const int total = __shfl_sync(full, end, 31);
+        if (lane == 0) {
+            sh.rule = rule;
+            sh.scale = bucket_scale(maxp);
+            sh.npieces = total;
         }
     } else if (p.sched_ctas == 1) { /* the block table, a warp a request */
-        for (int b = (int)(threadIdx.x >> 5) - 1; b < p.batch; b += kWarps - 1)
+        for (int b = warp - 1; b < p.batch; b += kWarps - 1)
             bad_page |= request_bad_pages(p, b, limit, lane);
+    }
+    __syncthreads();
+
+    /* The pieces, by every warp: lane b holds request b's numbers. */
+    int4 *pieces = (int4 *)(ws + p.ws_pieces);
+    const Rule rule = sh.rule;
+    const float scale = sh.scale;
+    const int npieces = sh.npieces;
+    const int end = sh.end[lane], n = sh.n[lane], nt = sh.nt[lane], slot = sh.slot[lane];
+    const long long a = sh.a[lane], k1 = sh.k1[lane];
+    const uint32_t lt = (1u << lane) - 1u;
+    /* Flat piece g into pc; returns its bucket (0 past the last). */
+    auto piece_g = [&](int g, int4 &pc) {
+        int o = 0; /* requests whose pieces end at or before g */
+#pragma unroll
+        for (int step = 16; step > 0; step >>= 1)
+            o += __shfl_sync(full, end, o + step - 1) <= g ? step : 0;
+        const int i = g - (__shfl_sync(full, end, o) - __shfl_sync(full, n, o));
+        const int on = __shfl_sync(full, n, o), ont = __shfl_sync(full, nt, o);
+        const int oslot = __shfl_sync(full, slot, o);
+        const long long oa = __shfl_sync(full, a, o), ok1 = __shfl_sync(full, k1, o);
+        pc = make_int4(0, 0, 0, 0);
+        if (g >= npieces)
+            return 0;
+        int t0, t1;
+        piece_at(rule, oa, ok1, ont, on, i, t0, t1);
+        pc = make_int4(o, t0, t1, on > 1 ? oslot + i : -1);
+        return bucket(t1 - t0, scale);
+    };
+    /* Pass 1: this warp's pieces a bucket (bucket `lane`), over its
+     * rounds; the first round's piece kept for pass 2. */
+    int4 pc0;
+    const int k0 = piece_g(32 * warp + (int)lane, pc0);
+    int count = 0;
+    for (int g0 = 32 * warp; g0 < npieces; g0 += 32 * kWarps) {
+        int4 pc = pc0;
+        const int g = g0 + (int)lane, k = g0 == 32 * warp ? k0 : piece_g(g, pc);
+        uint32_t same, mine;
+        bucket_masks(k, __ballot_sync(full, g < npieces), same, mine);
+        count += __popc(mine);
+    }
+    sh.cnt[warp][lane] = count;
+    __syncthreads();
+    int total = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; w++)
+        total += sh.cnt[w][lane];
+    int next = warp_scan(total) - total; /* bucket `lane`'s next position */
+    __syncthreads();                     /* cnt is reused below */
+    /* Pass 2: 8 rounds at a time (round 8 S + w by warp w), each piece at
+     * its bucket's next position after those of the earlier rounds. */
+    for (int g8 = 0; g8 < npieces; g8 += 32 * kWarps) {
+        int4 pc = pc0;
+        const int g = g8 + 32 * warp + (int)lane, k = g8 == 0 ? k0 : piece_g(g, pc);
+        uint32_t same, mine;
+        bucket_masks(k, __ballot_sync(full, g < npieces), same, mine);
+        sh.cnt[warp][lane] = __popc(mine);
+        __syncthreads();
+        int before = 0, all = 0;
+#pragma unroll
+        for (int w = 0; w < kWarps; w++) {
+            const int v = sh.cnt[w][lane];
+            before += w < warp ? v : 0;
+            all += v;
+        }
+        const int at = __shfl_sync(full, next + before, k) + __popc(same & lt);
+        if (g < npieces)
+            pieces[at] = pc;
+        next += all;
+        __syncthreads();
     }
     if (p.sched_ctas == 1)
         bad_page = __syncthreads_or(bad_page) != 0;

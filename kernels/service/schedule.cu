@@ -28,14 +28,12 @@
  * equal-split candidates' piece counts and sizes, and the rule; (3) prefix
  * sums of the split pieces give their partial slots, a histogram of sizes
  * their order, then the pieces.  Batches of up to kWarpBatch take the warp
- * path (cut_warp): the same three steps in warp 0 alone, request b in lane
- * b, scans and reductions by shuffles and reduxes, with no CTA-wide
- * barrier on their chain; then every warp makes pieces, a piece a lane, in
- * request and key order, ordered by ballots.  At small batches the
- * scheduler's time is that of its chain on the critical path of
- * mla_decode, so the warp path is written for latency.  The block-table entries are
+ * path (cut_warp): the same steps with a request a lane, scans by
+ * shuffles and sums by reduxes, spread over the CTA's warps to shorten
+ * the one chain that the scheduler's time is at small batches, where it
+ * is on the critical path of mla_decode.  The block-table entries are
  * checked by CTA 0 when it is alone (by all its warps on the block path,
- * by warps 1.. on the warp path), else at the same time by CTAs 1.., one
+ * by warps 4-7 on the warp path), else at the same time by CTAs 1.., one
  * warp a request, each into its flag byte (no memset).
  *
  * SPDX-License-Identifier: MIT
@@ -228,6 +226,14 @@ MLA_DEV int count_pieces(const Rule &rule, long long c0, int nt, int cost, int m
     return count_pieces(rule, c0, nt, cost, min_tiles, k1);
 }
 
+/* Equal-split candidate r's piece size: the step's tiles over r + 1
+ * waves of slots, never under min_piece_tiles. */
+MLA_DEV float candidate_c(const mla_decode_params &p, long long tiles, int r)
+{
+    const float c = (float)tiles / (float)((long long)(r + 1) * p.parts);
+    return c > (float)p.min_piece_tiles ? c : (float)p.min_piece_tiles;
+}
+
 /* The equal-split candidates: piece sizes c of about the step's tiles
  * over r + 1 waves of slots (never under min_piece_tiles), and their
  * statistics, empty. */
@@ -236,8 +242,7 @@ MLA_DEV void candidates(const mla_decode_params &p, long long tiles, float (&cr)
 {
 #pragma unroll
     for (int r = 0; r < kRounds; r++) {
-        const float c = (float)tiles / (float)((long long)(r + 1) * p.parts);
-        cr[r] = c > (float)p.min_piece_tiles ? c : (float)p.min_piece_tiles;
+        cr[r] = candidate_c(p, tiles, r);
         s.pieces[r] = s.split[r] = 0;
         s.maxp[r] = 0;
         s.minp[r] = 0x7fffffff;
@@ -301,6 +306,53 @@ MLA_DEV void reduce_stats(Stats &s, Shared &sh)
     __syncthreads();
 }
 
+/* The parts rule: its share, and its estimate (best) and largest piece. */
+MLA_DEV Rule parts_rule(const mla_decode_params &p, long long cost_total, float &best, int &maxp)
+{
+    Rule rule;
+    rule.parts = true;
+    rule.c = 0.0f;
+    rule.share = (cost_total + p.parts - 1) / p.parts;
+    if (rule.share < p.min_piece_tiles)
+        rule.share = p.min_piece_tiles;
+    best = (float)(rule.share + 2 * p.piece_cost);
+    maxp = (int)(rule.share < 0x7fffffff ? rule.share : 0x7fffffff);
+    return rule;
+}
+
+/* An equal-split candidate's estimate from its statistics over the step's
+ * requests, or -1 where its pieces or partial slots do not fit, or its
+ * pieces are of unequal size (lengths that vary defeat the estimate:
+ * greedy rounds then end unevenly; minp is INT_MAX when every request is
+ * empty). */
+MLA_DEV float equal_estimate(const mla_decode_params &p, long long pieces, long long split, int maxp,
+                             int minp, long long tiles)
+{
+    if (pieces > p.max_pieces || split > p.partial_slots)
+        return -1.0f;
+    if (maxp > (long long)minp + max(2, minp / 8))
+        return -1.0f;
+    const int cost = p.piece_cost;
+    /* (pieces <= max_pieces, an int: a 32-bit division) */
+    const float rounds = (float)(((int)pieces + p.parts - 1) / p.parts);
+    float est = (float)(maxp + cost);
+    est = fmaxf(est, (float)(tiles + cost * pieces) / (float)p.parts);
+    return fmaxf(est, rounds * ((float)minp + (float)cost));
+}
+
+/* The candidate (estimate est, piece size c) replaces the rule if its
+ * estimate is no longer (ties: fewer pieces, the candidates come in
+ * that order). */
+MLA_DEV void prefer(Rule &rule, float &best, int &maxp, float est, float c, int cmaxp)
+{
+    if (est >= 0.0f && est <= best) {
+        best = est;
+        rule.parts = false;
+        rule.c = c;
+        maxp = cmaxp;
+    }
+}
+
 /*
  * The rule whose estimated greedy schedule on p.parts slots is shortest,
  * from the candidates' statistics t over the step's requests; maxp_out:
@@ -316,35 +368,11 @@ MLA_DEV void reduce_stats(Stats &s, Shared &sh)
 MLA_DEV Rule choose_rule(const mla_decode_params &p, const Stats &t, long long tiles,
                          long long cost_total, const float (&cr)[kRounds], int &maxp_out)
 {
-    const int cost = p.piece_cost;
-    Rule rule;
-    rule.parts = true;
-    rule.c = 0.0f;
-    rule.share = (cost_total + p.parts - 1) / p.parts;
-    if (rule.share < p.min_piece_tiles)
-        rule.share = p.min_piece_tiles;
-    float best = (float)(rule.share + 2 * cost);
-    int maxp = (int)(rule.share < 0x7fffffff ? rule.share : 0x7fffffff);
-    for (int r = 0; r < kRounds; r++) {
-        if (t.pieces[r] > p.max_pieces || t.split[r] > p.partial_slots)
-            continue;
-        /* Pieces of unequal size (lengths that vary) defeat the estimate:
-         * greedy rounds then end unevenly. */
-        if (t.maxp[r] > (long long)t.minp[r] + max(2, t.minp[r] / 8))
-            continue; /* (minp is INT_MAX when every request is empty) */
-        /* (pieces <= max_pieces, an int: a 32-bit division) */
-        const float rounds = (float)(((int)t.pieces[r] + p.parts - 1) / p.parts);
-        float est = (float)(t.maxp[r] + cost);
-        est = fmaxf(est, (float)(tiles + cost * t.pieces[r]) / (float)p.parts);
-        est = fmaxf(est, rounds * ((float)t.minp[r] + (float)cost));
-        if (est <= best) { /* ties: fewer pieces */
-            best = est;
-            rule.parts = false;
-            rule.c = cr[r];
-            maxp = t.maxp[r];
-        }
-    }
-    maxp_out = maxp;
+    float best;
+    Rule rule = parts_rule(p, cost_total, best, maxp_out);
+    for (int r = 0; r < kRounds; r++)
+        prefer(rule, best, maxp_out, equal_estimate(p, t.pieces[r], t.split[r], t.maxp[r], t.minp[r], tiles),
+               cr[r], t.maxp[r]);
     return rule;
 }
 
@@ -507,25 +535,13 @@ MLA_DEV void bucket_masks(int k, uint32_t valid, uint32_t &same, uint32_t &mine)
     }
 }
 
-/* The candidates' statistics over warp 0, one request a lane: each
- * lane's counts are below 2^26 (nt), so their sums fit 32 bits, and one
- * redux a field replaces warp_stats' five 64-bit exchanges. */
-MLA_DEV void lane_stats(Stats &s)
-{
-    const uint32_t full = 0xffffffffu;
-#pragma unroll
-    for (int r = 0; r < kRounds; r++) {
-        s.pieces[r] = __reduce_add_sync(full, (unsigned)s.pieces[r]);
-        s.split[r] = __reduce_add_sync(full, (unsigned)s.split[r]);
-        s.maxp[r] = __reduce_max_sync(full, s.maxp[r]);
-        s.minp[r] = __reduce_min_sync(full, s.minp[r]);
-    }
-}
-
-/* What warp 0 hands the other warps for the pieces (cut_warp): request
- * b's pieces end at flat index end[b]; the rule; the counts of each
- * warp's pieces a bucket. */
+/* What the warps of the warp path (cut_warp) hand each other: the
+ * candidates' estimates, piece sizes and largest pieces (warp r's); for
+ * the pieces, request b's pieces end at flat index end[b], the rule; the
+ * counts of each warp's pieces a bucket. */
 struct WarpShared {
+    float est[kRounds], c[kRounds];
+    int maxp[kRounds];
     int end[kWarpBatch], n[kWarpBatch], nt[kWarpBatch], slot[kWarpBatch];
     long long a[kWarpBatch], k1[kWarpBatch];
     Rule rule;
@@ -536,69 +552,95 @@ struct WarpShared {
 
 /*
  * CTA 0 for p.batch <= kWarpBatch: cut_pieces' steps with request b in
- * lane b of warp 0 (scans and reductions by shuffles and reduxes, no
- * CTA-wide barrier on their chain), then the pieces by all the CTA's
- * warps, in the same order as the reference but for their order within
- * a bucket (flat order here: by request, then by key).  The pieces are
- * made in rounds of 32 over their flat index g, piece 32 r + l in lane l
- * of round r, round r by warp r % 8: its request is the first whose
- * pieces end past g (binary search over the running counts), its tiles
- * come from piece_at.  A first pass counts each warp's pieces a bucket,
- * the second stores them, 8 rounds at a time, at their bucket's next
- * positions.  (Warp 0 made them alone before, two passes of dependent
- * shuffles a round: 3 us of the 13 us the scheduler took at h128 b8.)
- * When alone, warps 1.. check the block table while warp 0 cuts.
+ * lane b (scans by shuffles, sums by reduxes), spread over the CTA's
+ * warps, in the same order as the reference but for the pieces' order
+ * within a bucket (flat order here: by request, then by key).  At small
+ * batches the scheduler's time is on the critical path of mla_decode, and
+ * it is that of its one chain of mostly straight-line code, each
+ * instruction fetched once (13 us at h128 b8 when warp 0 did it all:
+ * doc/performance.md, Small batches), so the work is spread to shorten
+ * the chain rather than to save instructions:
+ *  - warps 0-3 read the lengths and scan them alike; warp r computes
+ *    equal-split candidate r's statistics and estimate; warps 4-7 check
+ *    the block table meanwhile when CTA 0 is alone;
+ *  - warp 0 picks the rule, counts each request's pieces and writes
+ *    reqs and the combine's list;
+ *  - every warp makes pieces, in rounds of 32 over their flat index g,
+ *    piece 32 r + l in lane l of round r, round r by warp r % 8: its
+ *    request is the first whose pieces end past g (binary search over the
+ *    running counts), its tiles come from piece_at.  A first pass counts
+ *    each warp's pieces a bucket, the second stores them, 8 rounds at a
+ *    time, at their bucket's next positions (ballots order a round).
  */
 MLA_DEV void cut_warp(const mla_decode_params &p)
 {
-    static_assert(kWarpBatch <= 32 && kWarps > 1 && kBuckets == 32,
-                  "a request a lane; warps 1.. for pages; a bucket a lane");
+    static_assert(kWarpBatch <= 32 && kWarps == 2 * kRounds && kBuckets == 32,
+                  "a request a lane; a warp a candidate, as many for pages; a bucket a lane");
     __shared__ WarpShared sh;
     const uint32_t full = 0xffffffffu, lane = threadIdx.x & 31u;
     const int warp = (int)(threadIdx.x >> 5);
     const long long limit = len_limit(p);
     uint8_t *ws = (uint8_t *)p.workspace;
+    const int bn = p.block_n, cost = p.piece_cost, min_tiles = p.min_piece_tiles;
+    const int b = (int)lane;
+    const bool here = b < p.batch;
     bool bad_len = false, bad_page = false;
-    int ncombine = 0;
-    if (warp == 0) {
-        const int32_t *lens = (const int32_t *)p.seq_lens;
-        int32_t *kept = (int32_t *)(ws + p.ws_lens);
-        int2 *reqs = (int2 *)(ws + p.ws_reqs);
-        int32_t *clist = (int32_t *)(ws + p.ws_clist);
-        const int bn = p.block_n, cost = p.piece_cost, min_tiles = p.min_piece_tiles;
-        const int b = (int)lane;
-        const bool here = b < p.batch;
-
-        /* 1 (cut_pieces' pass 1): the length, the tiles, where the request
-         * starts on the cost line (c0), the totals. */
-        int len = here ? lens[b] : 0;
+    int nt = 0;
+    long long c0 = 0, total_tiles = 0, total_line = 0;
+    if (warp < kRounds) {
+        /* 1 (cut_pieces' pass 1), in each of warps 0-3: the length, the
+         * tiles, where the request starts on the cost line (c0), the
+         * totals. */
+        int len = here ? ((const int32_t *)p.seq_lens)[b] : 0;
         const bool bad = len < 0 || len > limit;
         if (bad)
             len = 0;
-        if (here)
-            kept[b] = len;
-        const int nt = ceil_tiles(len, bn);
+        if (warp == 0 && here)
+            ((int32_t *)(ws + p.ws_lens))[b] = len;
+        nt = ceil_tiles(len, bn);
         const long long line = nt ? nt + cost : 0;
         const long long tiles_to = warp_scan((long long)nt), line_to = warp_scan(line);
-        const long long c0 = line_to - line;
-        const long long total_tiles = __shfl_sync(full, tiles_to, 31);
-        const long long total_line = __shfl_sync(full, line_to, 31);
+        c0 = line_to - line;
+        total_tiles = __shfl_sync(full, tiles_to, 31);
+        total_line = __shfl_sync(full, line_to, 31);
         bad_len = __any_sync(full, bad) != 0;
 
-        /* 2 (pass 2): the equal-split candidates, and the rule, in every
-         * lane. */
-        float cr[kRounds];
-        Stats s;
-        candidates(p, total_tiles, cr, s);
-        if (nt)
-            add_request(s, nt, cr, min_tiles);
-        lane_stats(s);
-        int maxp;
-        const Rule rule = choose_rule(p, s, total_tiles, total_line, cr, maxp);
+        /* 2 (pass 2): candidate r = warp (candidates(), add_request(); a
+         * lane's counts are below 2^26, so the sums fit 32 bits). */
+        const int r = warp;
+        const float c = candidate_c(p, total_tiles, r);
+        int n = 0, q = 0;
+        if (nt) {
+            n = pieces_of(nt, c, min_tiles);
+            q = nt / n;
+        }
+        const long long pieces = __reduce_add_sync(full, (unsigned)n);
+        const long long split = __reduce_add_sync(full, n > 1 ? (unsigned)n : 0u);
+        const int maxp = __reduce_max_sync(full, nt ? q + (q * n != nt ? 1 : 0) : 0);
+        const int minp = __reduce_min_sync(full, nt ? q : 0x7fffffff);
+        const float est = equal_estimate(p, pieces, split, maxp, minp, total_tiles);
+        if (lane == 0) {
+            sh.est[r] = est;
+            sh.c[r] = c;
+            sh.maxp[r] = maxp;
+        }
+    } else if (p.sched_ctas == 1) { /* the block table, a warp a request */
+        for (int rb = warp - kRounds; rb < p.batch; rb += kWarps - kRounds)
+            bad_page |= request_bad_pages(p, rb, limit, lane);
+    }
+    __syncthreads();
 
-        /* 3 (pass 3): the request's pieces, its first flat index and
-         * partial slot, reqs and the combine's list (empty requests and
-         * split ones); what the pieces need, for every warp. */
+    int ncombine = 0;
+    if (warp == 0) {
+        /* The rule (choose_rule's order), then 3 (pass 3): the request's
+         * pieces, its first flat index and partial slot, reqs and the
+         * combine's list (empty requests and split ones); what the pieces
+         * need, for every warp. */
+        float best;
+        int maxp;
+        Rule rule = parts_rule(p, total_line, best, maxp);
+        for (int r = 0; r < kRounds; r++)
+            prefer(rule, best, maxp, sh.est[r], sh.c[r], sh.maxp[r]);
         const long long a = c0 + cost;
         long long k1 = 0;
         const int n = nt ? count_pieces(rule, c0, nt, cost, min_tiles, k1) : 0;
@@ -606,11 +648,11 @@ MLA_DEV void cut_warp(const mla_decode_params &p)
         const int end = warp_scan(n);
         const int slot = warp_scan(split) - split;
         if (here)
-            reqs[b] = make_int2(n, n > 1 ? slot : -1);
+            ((int2 *)(ws + p.ws_reqs))[b] = make_int2(n, n > 1 ? slot : -1);
         const uint32_t lt = (1u << lane) - 1u;
         const uint32_t comb = __ballot_sync(full, here && (nt == 0 || n > 1));
         if ((comb >> lane) & 1u)
-            clist[__popc(comb & lt)] = b;
+            ((int32_t *)(ws + p.ws_clist))[__popc(comb & lt)] = b;
         ncombine = __popc(comb);
         sh.end[b] = end;
         sh.n[b] = n;
@@ -624,9 +666,6 @@ MLA_DEV void cut_warp(const mla_decode_params &p)
             sh.scale = bucket_scale(maxp);
             sh.npieces = total;
         }
-    } else if (p.sched_ctas == 1) { /* the block table, a warp a request */
-        for (int b = warp - 1; b < p.batch; b += kWarps - 1)
-            bad_page |= request_bad_pages(p, b, limit, lane);
     }
     __syncthreads();
 
@@ -635,8 +674,8 @@ MLA_DEV void cut_warp(const mla_decode_params &p)
     const Rule rule = sh.rule;
     const float scale = sh.scale;
     const int npieces = sh.npieces;
-    const int end = sh.end[lane], n = sh.n[lane], nt = sh.nt[lane], slot = sh.slot[lane];
-    const long long a = sh.a[lane], k1 = sh.k1[lane];
+    const int end = sh.end[lane], pn = sh.n[lane], pnt = sh.nt[lane], pslot = sh.slot[lane];
+    const long long pa = sh.a[lane], pk1 = sh.k1[lane];
     const uint32_t lt = (1u << lane) - 1u;
     /* Flat piece g into pc; returns its bucket (0 past the last). */
     auto piece_g = [&](int g, int4 &pc) {
@@ -644,10 +683,10 @@ MLA_DEV void cut_warp(const mla_decode_params &p)
 #pragma unroll
         for (int step = 16; step > 0; step >>= 1)
             o += __shfl_sync(full, end, o + step - 1) <= g ? step : 0;
-        const int i = g - (__shfl_sync(full, end, o) - __shfl_sync(full, n, o));
-        const int on = __shfl_sync(full, n, o), ont = __shfl_sync(full, nt, o);
-        const int oslot = __shfl_sync(full, slot, o);
-        const long long oa = __shfl_sync(full, a, o), ok1 = __shfl_sync(full, k1, o);
+        const int i = g - (__shfl_sync(full, end, o) - __shfl_sync(full, pn, o));
+        const int on = __shfl_sync(full, pn, o), ont = __shfl_sync(full, pnt, o);
+        const int oslot = __shfl_sync(full, pslot, o);
+        const long long oa = __shfl_sync(full, pa, o), ok1 = __shfl_sync(full, pk1, o);
         pc = make_int4(0, 0, 0, 0);
         if (g >= npieces)
             return 0;

@@ -343,14 +343,15 @@ MLA_DEV float equal_estimate(const mla_decode_params &p, long long pieces, long 
 /* The candidate (estimate est, piece size c) replaces the rule if its
  * estimate is no longer (ties: fewer pieces, the candidates come in
  * that order). */
-MLA_DEV void prefer(Rule &rule, float &best, int &maxp, float est, float c, int cmaxp)
+MLA_DEV bool prefer(Rule &rule, float &best, int &maxp, float est, float c, int cmaxp)
 {
-    if (est >= 0.0f && est <= best) {
-        best = est;
-        rule.parts = false;
-        rule.c = c;
-        maxp = cmaxp;
-    }
+    if (!(est >= 0.0f && est <= best))
+        return false;
+    best = est;
+    rule.parts = false;
+    rule.c = c;
+    maxp = cmaxp;
+    return true;
 }
 
 /*
@@ -535,36 +536,43 @@ MLA_DEV void bucket_masks(int k, uint32_t valid, uint32_t &same, uint32_t &mine)
     }
 }
 
-/* What the warps of the warp path (cut_warp) hand each other: the
- * candidates' estimates, piece sizes and largest pieces (warp r's); for
- * the pieces, request b's pieces end at flat index end[b], the rule; the
- * counts of each warp's pieces a bucket. */
+/* What the warps of the warp path (cut_warp) hand each other: per rule
+ * (the equal-split candidates 0-3, the parts rule 4), its estimate, piece
+ * size (equal) or share (parts) and largest piece, and per request the
+ * flat index past its pieces, their count, its first partial slot and its
+ * first cut (parts); per request, its tiles and where they start on the
+ * cost line; the counts of each warp's pieces a bucket. */
+struct WarpCut {
+    int end[kWarpBatch], n[kWarpBatch], slot[kWarpBatch];
+    long long k1[kWarpBatch];
+    float est, c;
+    long long share;
+    int maxp;
+};
+constexpr int kRules = kRounds + 1;
 struct WarpShared {
-    float est[kRounds], c[kRounds];
-    int maxp[kRounds];
-    int end[kWarpBatch], n[kWarpBatch], nt[kWarpBatch], slot[kWarpBatch];
-    long long a[kWarpBatch], k1[kWarpBatch];
-    Rule rule;
-    float scale;
-    int npieces;
+    WarpCut cut[kRules];
+    int nt[kWarpBatch];
+    long long a[kWarpBatch];
     int cnt[kWarps][kBuckets];
 };
 
 /*
  * CTA 0 for p.batch <= kWarpBatch: cut_pieces' steps with request b in
  * lane b (scans by shuffles, sums by reduxes), spread over the CTA's
- * warps, in the same order as the reference but for the pieces' order
+ * warps, with the same outputs as the reference but for the pieces' order
  * within a bucket (flat order here: by request, then by key).  At small
  * batches the scheduler's time is on the critical path of mla_decode, and
- * it is that of its one chain of mostly straight-line code, each
- * instruction fetched once (13 us at h128 b8 when warp 0 did it all:
+ * it is that of one chain of mostly straight-line code, each instruction
+ * fetched once (13 us at h128 b8 when warp 0 did it all:
  * doc/performance.md, Small batches), so the work is spread to shorten
  * the chain rather than to save instructions:
- *  - warps 0-3 read the lengths and scan them alike; warp r computes
- *    equal-split candidate r's statistics and estimate; warps 4-7 check
- *    the block table meanwhile when CTA 0 is alone;
- *  - warp 0 picks the rule, counts each request's pieces and writes
- *    reqs and the combine's list;
+ *  - warps 0-4 read the lengths and scan them alike; warp r < 4 takes
+ *    equal-split candidate r, warp 4 the parts rule: its estimate, and
+ *    already its pieces' counts and partial slots, before the rule is
+ *    known; warps 5-7 check the block table meanwhile when CTA 0 is alone;
+ *  - every warp picks the rule (choose_rule's order); warp 0 writes reqs
+ *    and the combine's list;
  *  - every warp makes pieces, in rounds of 32 over their flat index g,
  *    piece 32 r + l in lane l of round r, round r by warp r % 8: its
  *    request is the first whose pieces end past g (binary search over the
@@ -574,109 +582,119 @@ struct WarpShared {
  */
 MLA_DEV void cut_warp(const mla_decode_params &p)
 {
-    static_assert(kWarpBatch <= 32 && kWarps == 2 * kRounds && kBuckets == 32,
-                  "a request a lane; a warp a candidate, as many for pages; a bucket a lane");
+    static_assert(kWarpBatch <= 32 && kRules < kWarps && kBuckets == 32,
+                  "a request a lane; a warp a rule, others for pages; a bucket a lane");
     __shared__ WarpShared sh;
     const uint32_t full = 0xffffffffu, lane = threadIdx.x & 31u;
     const int warp = (int)(threadIdx.x >> 5);
     const long long limit = len_limit(p);
     uint8_t *ws = (uint8_t *)p.workspace;
-    const int bn = p.block_n, cost = p.piece_cost, min_tiles = p.min_piece_tiles;
+    const int32_t *lens = (const int32_t *)p.seq_lens;
+    const int cost = p.piece_cost, min_tiles = p.min_piece_tiles;
     const int b = (int)lane;
     const bool here = b < p.batch;
     bool bad_len = false, bad_page = false;
-    int nt = 0;
-    long long c0 = 0, total_tiles = 0, total_line = 0;
-    if (warp < kRounds) {
-        /* 1 (cut_pieces' pass 1), in each of warps 0-3: the length, the
+    if (warp < kRules) {
+        /* 1 (cut_pieces' pass 1), in each of warps 0-4: the length, the
          * tiles, where the request starts on the cost line (c0), the
          * totals. */
-        int len = here ? ((const int32_t *)p.seq_lens)[b] : 0;
+        int len = here ? lens[b] : 0;
         const bool bad = len < 0 || len > limit;
         if (bad)
             len = 0;
-        if (warp == 0 && here)
-            ((int32_t *)(ws + p.ws_lens))[b] = len;
-        nt = ceil_tiles(len, bn);
+        const int nt = ceil_tiles(len, p.block_n);
         const long long line = nt ? nt + cost : 0;
         const long long tiles_to = warp_scan((long long)nt), line_to = warp_scan(line);
-        c0 = line_to - line;
-        total_tiles = __shfl_sync(full, tiles_to, 31);
-        total_line = __shfl_sync(full, line_to, 31);
-        bad_len = __any_sync(full, bad) != 0;
-
-        /* 2 (pass 2): candidate r = warp (candidates(), add_request(); a
-         * lane's counts are below 2^26, so the sums fit 32 bits). */
-        const int r = warp;
-        const float c = candidate_c(p, total_tiles, r);
-        int n = 0, q = 0;
-        if (nt) {
-            n = pieces_of(nt, c, min_tiles);
-            q = nt / n;
+        const long long c0 = line_to - line;
+        const long long total_tiles = __shfl_sync(full, tiles_to, 31);
+        const long long total_line = __shfl_sync(full, line_to, 31);
+        if (warp == 0) {
+            bad_len = __any_sync(full, bad) != 0;
+            if (here)
+                ((int32_t *)(ws + p.ws_lens))[b] = len;
+            sh.nt[b] = nt;
+            sh.a[b] = c0 + cost;
         }
-        const long long pieces = __reduce_add_sync(full, (unsigned)n);
-        const long long split = __reduce_add_sync(full, n > 1 ? (unsigned)n : 0u);
-        const int maxp = __reduce_max_sync(full, nt ? q + (q * n != nt ? 1 : 0) : 0);
-        const int minp = __reduce_min_sync(full, nt ? q : 0x7fffffff);
-        const float est = equal_estimate(p, pieces, split, maxp, minp, total_tiles);
-        if (lane == 0) {
-            sh.est[r] = est;
-            sh.c[r] = c;
-            sh.maxp[r] = maxp;
-        }
-    } else if (p.sched_ctas == 1) { /* the block table, a warp a request */
-        for (int rb = warp - kRounds; rb < p.batch; rb += kWarps - kRounds)
-            bad_page |= request_bad_pages(p, rb, limit, lane);
-    }
-    __syncthreads();
 
-    int ncombine = 0;
-    if (warp == 0) {
-        /* The rule (choose_rule's order), then 3 (pass 3): the request's
-         * pieces, its first flat index and partial slot, reqs and the
-         * combine's list (empty requests and split ones); what the pieces
-         * need, for every warp. */
-        float best;
+        /* 2 (pass 2): this warp's rule and its estimate (candidates(),
+         * add_request(), choose_rule(); a lane's counts are below 2^26,
+         * so the sums fit 32 bits), and 3 (pass 3) for it: the request's
+         * pieces, its first flat index and partial slot. */
+        Rule rule;
+        float est;
         int maxp;
-        Rule rule = parts_rule(p, total_line, best, maxp);
-        for (int r = 0; r < kRounds; r++)
-            prefer(rule, best, maxp, sh.est[r], sh.c[r], sh.maxp[r]);
-        const long long a = c0 + cost;
+        if (warp < kRounds) {
+            rule.parts = false;
+            rule.c = candidate_c(p, total_tiles, warp);
+            rule.share = 0;
+            int n = 0, q = 0;
+            if (nt) {
+                n = pieces_of(nt, rule.c, min_tiles);
+                q = nt / n;
+            }
+            const long long pieces = __reduce_add_sync(full, (unsigned)n);
+            const long long split = __reduce_add_sync(full, n > 1 ? (unsigned)n : 0u);
+            maxp = __reduce_max_sync(full, nt ? q + (q * n != nt ? 1 : 0) : 0);
+            const int minp = __reduce_min_sync(full, nt ? q : 0x7fffffff);
+            est = equal_estimate(p, pieces, split, maxp, minp, total_tiles);
+        } else {
+            rule = parts_rule(p, total_line, est, maxp);
+        }
         long long k1 = 0;
         const int n = nt ? count_pieces(rule, c0, nt, cost, min_tiles, k1) : 0;
         const int split = n > 1 ? n : 0;
-        const int end = warp_scan(n);
-        const int slot = warp_scan(split) - split;
+        WarpCut &wc = sh.cut[warp];
+        wc.end[b] = warp_scan(n);
+        wc.n[b] = n;
+        wc.slot[b] = warp_scan(split) - split;
+        wc.k1[b] = k1;
+        if (lane == 0) {
+            wc.est = est;
+            wc.c = rule.c;
+            wc.share = rule.share;
+            wc.maxp = maxp;
+        }
+    } else if (p.sched_ctas == 1) {
+        /* The block table, a warp a request, the lengths read once. */
+        const int len_l = here ? lens[b] : -1;
+        for (int rb = warp - kRules; rb < p.batch; rb += kWarps - kRules) {
+            const int len = __shfl_sync(full, len_l, rb);
+            if (len >= 0 && len <= limit)
+                bad_page |= bad_pages(p, rb, len, lane);
+        }
+    }
+    __syncthreads();
+
+    /* The rule, in every warp: the parts rule unless an equal split's
+     * estimate is no longer (choose_rule). */
+    Rule rule;
+    rule.parts = true;
+    rule.c = 0.0f;
+    rule.share = sh.cut[kRounds].share;
+    float best = sh.cut[kRounds].est;
+    int maxp = sh.cut[kRounds].maxp, pick = kRounds;
+    for (int r = 0; r < kRounds; r++)
+        if (prefer(rule, best, maxp, sh.cut[r].est, sh.cut[r].c, sh.cut[r].maxp))
+            pick = r;
+    const WarpCut &wc = sh.cut[pick];
+    const int npieces = wc.end[kWarpBatch - 1];
+    const uint32_t lt = (1u << lane) - 1u;
+    int ncombine = 0;
+    if (warp == 0) { /* reqs and the combine's list */
+        const int n = wc.n[b], nt = sh.nt[b];
         if (here)
-            ((int2 *)(ws + p.ws_reqs))[b] = make_int2(n, n > 1 ? slot : -1);
-        const uint32_t lt = (1u << lane) - 1u;
+            ((int2 *)(ws + p.ws_reqs))[b] = make_int2(n, n > 1 ? wc.slot[b] : -1);
         const uint32_t comb = __ballot_sync(full, here && (nt == 0 || n > 1));
         if ((comb >> lane) & 1u)
             ((int32_t *)(ws + p.ws_clist))[__popc(comb & lt)] = b;
         ncombine = __popc(comb);
-        sh.end[b] = end;
-        sh.n[b] = n;
-        sh.nt[b] = nt;
-        sh.slot[b] = slot;
-        sh.a[b] = a;
-        sh.k1[b] = k1;
-        const int total = __shfl_sync(full, end, 31);
-        if (lane == 0) {
-            sh.rule = rule;
-            sh.scale = bucket_scale(maxp);
-            sh.npieces = total;
-        }
     }
-    __syncthreads();
 
     /* The pieces, by every warp: lane b holds request b's numbers. */
     int4 *pieces = (int4 *)(ws + p.ws_pieces);
-    const Rule rule = sh.rule;
-    const float scale = sh.scale;
-    const int npieces = sh.npieces;
-    const int end = sh.end[lane], pn = sh.n[lane], pnt = sh.nt[lane], pslot = sh.slot[lane];
-    const long long pa = sh.a[lane], pk1 = sh.k1[lane];
-    const uint32_t lt = (1u << lane) - 1u;
+    const float scale = bucket_scale(maxp);
+    const int end = wc.end[lane], pn = wc.n[lane], pnt = sh.nt[lane], pslot = wc.slot[lane];
+    const long long pa = sh.a[lane], pk1 = wc.k1[lane];
     /* Flat piece g into pc; returns its bucket (0 past the last). */
     auto piece_g = [&](int g, int4 &pc) {
         int o = 0; /* requests whose pieces end at or before g */

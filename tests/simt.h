@@ -60,7 +60,7 @@ struct SimtBlock {
 extern SimtBlock *simt_block;
 extern std::atomic<long> simt_exchanges;
 
-enum { OP_SHFL = 1, OP_UP, OP_XOR, OP_BALLOT, OP_ANY, OP_REDUX };
+enum { OP_SHFL = 1, OP_UP, OP_XOR, OP_BALLOT, OP_ANY, OP_ADD, OP_MAX, OP_MIN };
 
 template <class T>
 inline T simt_xchg(unsigned mask, T v, int src, int op)
@@ -119,20 +119,21 @@ inline unsigned simt_vote(unsigned m, int pred, int op)
     simt_exchanges++;
     return r;
 }
-/* __reduce_*_sync: every lane's value through the warp's slots (OP_REDUX). */
+/* __reduce_*_sync: every lane's value through the warp's slots; op names
+ * the reduction, so that lanes in different ones are caught. */
 template <class T, class F>
-inline T simt_redux(unsigned m, T v, F f)
+inline T simt_redux(unsigned m, T v, int op, F f)
 {
     if (m != 0xffffffffu)
         simt_fail("partial mask");
     SimtWarp &w = simt_warps[threadIdx.x / 32];
     const int lane = threadIdx.x % 32;
     w.slot[lane] = (uint64_t)(int64_t)v;
-    w.op[lane] = OP_REDUX;
+    w.op[lane] = op;
     w.bar.arrive_and_wait();
     T r = (T)w.slot[0];
     for (int l = 0; l < 32; l++) {
-        if (w.op[l] != OP_REDUX)
+        if (w.op[l] != op)
             simt_fail("lanes of a warp in different intrinsics");
         if (l)
             r = f(r, (T)w.slot[l]);
@@ -143,15 +144,15 @@ inline T simt_redux(unsigned m, T v, F f)
 }
 inline unsigned __reduce_add_sync(unsigned m, unsigned v)
 {
-    return simt_redux(m, v, [](unsigned x, unsigned y) { return x + y; });
+    return simt_redux(m, v, OP_ADD, [](unsigned x, unsigned y) { return x + y; });
 }
 inline int __reduce_max_sync(unsigned m, int v)
 {
-    return simt_redux(m, v, [](int x, int y) { return x > y ? x : y; });
+    return simt_redux(m, v, OP_MAX, [](int x, int y) { return x > y ? x : y; });
 }
 inline int __reduce_min_sync(unsigned m, int v)
 {
-    return simt_redux(m, v, [](int x, int y) { return x < y ? x : y; });
+    return simt_redux(m, v, OP_MIN, [](int x, int y) { return x < y ? x : y; });
 }
 inline unsigned __ballot_sync(unsigned m, int pred) { return simt_vote(m, pred, OP_BALLOT); }
 inline int __any_sync(unsigned m, int pred) { return simt_vote(m, pred, OP_ANY) != 0; }

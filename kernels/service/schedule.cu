@@ -33,7 +33,7 @@
  * the one chain that the scheduler's time is at small batches, where it
  * is on the critical path of mla_decode.  The block-table entries are
  * checked by CTA 0 when it is alone (by all its warps on the block path,
- * by warps 4-7 on the warp path), else at the same time by CTAs 1.., one
+ * by warps 5-7 on the warp path), else at the same time by CTAs 1.., one
  * warp a request, each into its flag byte (no memset).
  *
  * SPDX-License-Identifier: MIT
@@ -52,9 +52,8 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kRounds = 4;
 /* Piece sizes for the largest-first order. */
 constexpr int kBuckets = 32;
-/* Batches up to this take the warp path (cut_warp): a request a lane of
- * warp 0, every scan and reduction a warp shuffle, no barrier on its
- * chain. */
+/* Batches up to this take the warp path (cut_warp): a request a lane,
+ * scans by shuffles and sums by reduxes, no block-wide scans. */
 constexpr int kWarpBatch = 32;
 
 /* Per equal-split candidate r: pieces, split pieces (partial slots),
@@ -519,7 +518,7 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
         write_header(p, bad_len || bad_page, sh.npieces, sh.ncombine);
 }
 
-/* One piece a lane of warp 0, k its bucket (any value where the lane has
+/* One piece a lane of a warp, k its bucket (any value where the lane has
  * no piece), valid the lanes that have one: same, the lanes whose piece
  * is in bucket k; mine, those whose piece is in bucket `lane`.  Five
  * ballots, one per bit of k. */
@@ -582,7 +581,7 @@ struct WarpShared {
  */
 MLA_DEV void cut_warp(const mla_decode_params &p)
 {
-    static_assert(kWarpBatch <= 32 && kRules < kWarps && kBuckets == 32,
+    static_assert(kWarpBatch == 32 && kRules < kWarps && kBuckets == 32,
                   "a request a lane; a warp a rule, others for pages; a bucket a lane");
     __shared__ WarpShared sh;
     const uint32_t full = 0xffffffffu, lane = threadIdx.x & 31u;
@@ -617,7 +616,7 @@ MLA_DEV void cut_warp(const mla_decode_params &p)
         }
 
         /* 2 (pass 2): this warp's rule and its estimate (candidates(),
-         * add_request(), choose_rule(); a lane's counts are below 2^26,
+         * add_request(), choose_rule(); a lane's counts are at most 2^26,
          * so the sums fit 32 bits), and 3 (pass 3) for it: the request's
          * pieces, its first flat index and partial slot. */
         Rule rule;
@@ -655,7 +654,8 @@ MLA_DEV void cut_warp(const mla_decode_params &p)
             wc.maxp = maxp;
         }
     } else if (p.sched_ctas == 1) {
-        /* The block table, a warp a request, the lengths read once. */
+        /* The block table, a warp a request, the lengths read once a
+         * warp. */
         const int len_l = here ? lens[b] : -1;
         for (int rb = warp - kRules; rb < p.batch; rb += kWarps - kRules) {
             const int len = __shfl_sync(full, len_l, rb);

@@ -30,6 +30,10 @@ FlashMLA's sparse FP8 decode is timed beside its BF16 decode for DS_MLA at 64 an
 shape (b128 h128 q_len 2, 2048 tokens a query) is `--format ds_mla --heads 128 --batch 128 --q-len 2
 --seq-len 2048`; libmla's q_len 2 is causal, and so are the index lists (query 0 sees one token less).
 
+--caches N makes a graph's calls read N copies of the cache in turn (--caches 10 with --calls 10: every call
+its own, as an engine's layers are).  The default, one cache read by every call, is the anchor's method; at
+small batches that cache stays in L2 from one call to the next.
+
 --kernels adds, per shape, each kernel's mean duration in the decode graph and FlashMLA's (PyTorch's profiler).
 
 --lib may be repeated, as [LABEL=]PATH[@KERNEL], to time several builds (or forced kernels) of libmla against
@@ -177,8 +181,9 @@ def quantize(mla, pb, fmt, sblk):
 class MlaCall:
     """One libmla plan and its buffers; decode() is a whole mla_decode, step(n) one schedule and n decodes."""
 
-    def __init__(self, mla, pb, fmt, sblk, causal, kv, sc):
+    def __init__(self, mla, pb, fmt, sblk, causal, kv, sc, caches=None):
         self.mla, self.pb, self.kv, self.sc = mla, pb, kv, sc
+        self.caches = caches or [(kv, sc)]  # (kv, scales) of each layer, for decode(i) and layer(i)
         self.cfg = mla.config(pb.h_q, pb.s_q, fmt, sblk, causal)
         self.plan = vp()
         mla.check(mla.L.mla_plan_create(C.byref(self.plan), mla.ctx, self.cfg, pb.b, max(pb.lens_list)),
@@ -190,13 +195,14 @@ class MlaCall:
         self.out = torch.empty(pb.b, pb.s_q, pb.h_q, 512, dtype=torch.bfloat16, device=DEV)
         self.lse = torch.empty(pb.b, pb.h_q, pb.s_q, dtype=torch.float32, device=DEV)
 
-    def _sc(self):
-        return self.sc.data_ptr() if self.sc is not None else None
+    def _sc(self, i):
+        sc = self.caches[i][1]
+        return sc.data_ptr() if sc is not None else None
 
-    def decode(self):
+    def decode(self, i=0):
         pb = self.pb
         self.mla.check(self.mla.L.mla_decode(
-            self.plan, pb.q.data_ptr(), self.kv.data_ptr(), self._sc(), pb.num_pages, pb.table.data_ptr(),
+            self.plan, pb.q.data_ptr(), self.caches[i][0].data_ptr(), self._sc(i), pb.num_pages, pb.table.data_ptr(),
             pb.table.shape[1], pb.lens.data_ptr(), self.out.data_ptr(), self.lse.data_ptr(), self.ws.data_ptr(),
             self.nws, torch.cuda.current_stream().cuda_stream), "mla_decode")
         return self.out
@@ -207,10 +213,10 @@ class MlaCall:
             self.plan, pb.num_pages, pb.table.data_ptr(), pb.table.shape[1], pb.lens.data_ptr(),
             self.ws.data_ptr(), self.nws, torch.cuda.current_stream().cuda_stream), "mla_schedule")
 
-    def layer(self):
+    def layer(self, i=0):
         pb = self.pb
         self.mla.check(self.mla.L.mla_decode_scheduled(
-            self.plan, pb.q.data_ptr(), self.kv.data_ptr(), self._sc(), pb.num_pages, pb.table.data_ptr(),
+            self.plan, pb.q.data_ptr(), self.caches[i][0].data_ptr(), self._sc(i), pb.num_pages, pb.table.data_ptr(),
             pb.table.shape[1], self.out.data_ptr(), self.lse.data_ptr(), self.ws.data_ptr(), self.nws,
             torch.cuda.current_stream().cuda_stream), "mla_decode_scheduled")
         return self.out
@@ -370,6 +376,14 @@ def repeat(fn, n):
     return body
 
 
+def cycle(fns, n):
+    """n calls, of fns[0], fns[1], ... in turn."""
+    def body():
+        for i in range(n):
+            fns[i % len(fns)]()
+    return body
+
+
 def cos_diff(a, b):
     x, y = a.double().flatten(), b.double().flatten()
     den = (x * x + y * y).sum()
@@ -401,6 +415,10 @@ def main():
     ap.add_argument("--dist", default="uniform", help="comma list: uniform, normal, mix")
     ap.add_argument("--calls", type=int, default=10, help="calls (layers) per graph")
     ap.add_argument("--reps", type=int, default=7, help="graph replays; the median is reported")
+    ap.add_argument("--caches", type=int, default=1,
+                    help="copies of the cache a graph's calls read in turn (default 1, the anchor's method: "
+                    "every call reads one cache, which at small batches stays in L2 between them; --calls: "
+                    "every layer its own, as an engine's layers are)")
     ap.add_argument("--read-roof", type=float, default=4.48, help="read-only streaming rate, TB/s")
     ap.add_argument("--gemm-roof", type=float, default=790.0, help="dense BF16 rate, TFLOP/s")
     ap.add_argument("--json", help="write every number here")
@@ -437,6 +455,7 @@ def main():
             f"libmla {m.info} (commit {git_commit(here)}, kernel {kname})"
         print(f"# {torch.cuda.get_device_name()}; {which}; {fm.name}; "
               f"{time.strftime('%Y-%m-%d %H:%M')}; graph of {a.calls} calls, median of {a.reps} replays"
+              + (f"; the calls read {a.caches} copies of the cache in turn" if a.caches > 1 else "")
               + ("; a shape's graphs replayed in turns" if a.interleave else ""))
     print(("| build " if multi else "") +
           "| kv | h_q | b | q_len | s_k | lengths | libmla decode us | libmla step us/layer | FlashMLA BF16 us "
@@ -453,19 +472,27 @@ def main():
             kv, sc, deq, rowb = pb.kv, None, pb.kv, 1152
         else:
             kv, sc, deq, rowb = quantize(libs[0][1], pb, fmt, sblk)
+        if a.caches > 1 and a.caches * (kv.nbytes + deq.nbytes) > 16 << 30:
+            ap.error(f"--caches {a.caches}: more than 16 GiB of copies at {fmt_name} b{b} s{s}")
+        # Copies of the cache (its scales, FlashMLA's dequantized one) for the calls to read in turn.
+        copies = [(kv, sc, deq)]
+        for _ in range(a.caches - 1):
+            k = kv.clone()
+            copies.append((k, sc.clone() if sc is not None else None, k if deq is kv else deq.clone()))
         ref, fm_run = fm.dense(pb, deq, causal)
+        fm_runs = [fm_run] + [fm.dense(pb, d, causal)[1] for _, _, d in copies[1:]]
         tm = Timing(a.calls, a.reps, a.interleave, a.kernels)
-        s_fm = tm.add(repeat(fm_run, a.calls), split=True)
+        s_fm = tm.add(cycle(fm_runs, a.calls), split=True)
         s_sp = None
         if fmt == "ds_mla" and h in (64, 128):
-            sp = fm.sparse(pb, kv, causal)
-            if sp:
-                s_sp = tm.add(repeat(sp, a.calls))
+            sps = [fm.sparse(pb, k, causal) for k, _, _ in copies]
+            if sps[0]:
+                s_sp = tm.add(cycle(sps, a.calls))
         shape = f"| {fmt_name} | {h} | {b} | {q} | {s} | {dist} |"
         runs = []  # per library: its label and error, or its call, checks and graph slots
         for label, mla, kname in libs:
             try:
-                call = MlaCall(mla, pb, fmt, sblk, causal, kv, sc)
+                call = MlaCall(mla, pb, fmt, sblk, causal, kv, sc, [(k, c) for k, c, _ in copies])
             except RuntimeError as e:
                 runs.append(dict(label=label, error=e))
                 continue
@@ -475,12 +502,13 @@ def main():
             call.schedule()
             cd2 = cos_diff(call.layer().float(), got)
             ok = ok and cd2 == 0.0
-            s_dec = tm.add(repeat(call.decode, a.calls), split=True)
+            s_dec = tm.add(cycle([lambda i=i, call=call: call.decode(i) for i in range(a.caches)], a.calls),
+                           split=True)
 
             def step(call=call):
                 call.schedule()
-                for _ in range(a.calls):
-                    call.layer()
+                for i in range(a.calls):
+                    call.layer(i % a.caches)
             s_step = tm.add(step)
             runs.append(dict(label=label, kname=kname, call=call, cd=cd, cd2=cd2, ok=ok, s_dec=s_dec, s_step=s_step))
         tm.run()
@@ -515,7 +543,7 @@ def main():
                 row["kernels_us"] = dict(libmla_decode=tm.split(s_dec), flashmla=tm.split(s_fm))
                 print(f"#   kernels, us: libmla decode: {tm.split(s_dec)}; FlashMLA: {tm.split(s_fm)}", flush=True)
         # What holds the shape's tensors (the calls, FlashMLA's closures), before its cache goes.
-        tm = runs = call = got = fm_run = sp = None
+        tm = runs = call = got = fm_run = fm_runs = sps = copies = None
         del pb, kv, sc, deq, ref
         torch.cuda.empty_cache()
     if a.json:

@@ -179,11 +179,12 @@ def quantize(mla, pb, fmt, sblk):
 
 
 class MlaCall:
-    """One libmla plan and its buffers; decode() is a whole mla_decode, step(n) one schedule and n decodes."""
+    """One libmla plan and its buffers over the caches of its layers: decode(i) is a whole mla_decode on cache i,
+    schedule() one mla_schedule, layer(i) one mla_decode_scheduled on cache i."""
 
-    def __init__(self, mla, pb, fmt, sblk, causal, kv, sc, caches=None):
-        self.mla, self.pb, self.kv, self.sc = mla, pb, kv, sc
-        self.caches = caches or [(kv, sc)]  # (kv, scales) of each layer, for decode(i) and layer(i)
+    def __init__(self, mla, pb, fmt, sblk, causal, caches):
+        self.mla, self.pb = mla, pb
+        self.caches = caches  # (kv, scales or None) of each layer, for decode(i) and layer(i)
         self.cfg = mla.config(pb.h_q, pb.s_q, fmt, sblk, causal)
         self.plan = vp()
         mla.check(mla.L.mla_plan_create(C.byref(self.plan), mla.ctx, self.cfg, pb.b, max(pb.lens_list)),
@@ -369,13 +370,6 @@ def kernel_split(g, reps=3):
     return ", ".join(f"{k} {sum(v) / len(v):.1f}" for k, v in dur.items())
 
 
-def repeat(fn, n):
-    def body():
-        for _ in range(n):
-            fn()
-    return body
-
-
 def cycle(fns, n):
     """n calls, of fns[0], fns[1], ... in turn."""
     def body():
@@ -492,7 +486,7 @@ def main():
         runs = []  # per library: its label and error, or its call, checks and graph slots
         for label, mla, kname in libs:
             try:
-                call = MlaCall(mla, pb, fmt, sblk, causal, kv, sc, [(k, c) for k, c, _ in copies])
+                call = MlaCall(mla, pb, fmt, sblk, causal, [(k, c) for k, c, _ in copies])
             except RuntimeError as e:
                 runs.append(dict(label=label, error=e))
                 continue

@@ -175,11 +175,13 @@ MLA_DEV uint32_t p_tile_addr(uint32_t pbuf, uint32_t q, uint32_t k)
 
 /*
  * The narrow BF16 consumers' tile loop (K is NarrowConsumer: ready,
- * scores, softmax, publish_p, pv, wait_o, release).  Scores of tile t + 1 are queued ahead of P V of tile
- * t when t + 1 is already in shared memory, so its softmax runs while the
- * tensor cores do P V; otherwise P V goes first and the stage is freed
- * before blocking on the load (holding it would serialize load and
- * compute).  k.ready is one answer for both warpgroups (consumers_test):
+ * scores, softmax, publish_p, pv, wait_o, release).  P V of tile t goes
+ * first and its stage is freed as soon as it retires: with two stages, a
+ * stage held while the consumers work on the other leaves the CTA no
+ * load in flight.  When tile t + 1 is already in shared memory its
+ * scores are queued right behind that P V, so the tensor cores run both
+ * back to back; otherwise the consumers block on its load after the
+ * release.  k.ready is one answer for both warpgroups (consumers_test):
  * the two branches reach the warpgroups' common barriers in different
  * instructions.
  */
@@ -199,12 +201,12 @@ MLA_DEV void consume_tiles(K &k, int t0, int t1)
         nx.advance(kStages);
         const bool next = t + 1 < t1;
         if (next && k.ready(nx)) {
-            k.scores(t + 1, nx);
             k.pv(st);
-            wg_wait<1>(); /* groups retire in order: the scores are done */
-            k.softmax(t + 1);
-            k.wait_o();
+            k.scores(t + 1, nx);
+            wg_wait<1>(); /* groups retire in order: P V is done */
             k.release(st);
+            k.wait_o(); /* and the scores */
+            k.softmax(t + 1);
         } else {
             k.pv(st);
             k.wait_o();

@@ -77,7 +77,7 @@ constexpr int kLensCached = 4096;
 
 struct Shared {
     int len[kLensCached];
-    long long warp_sum[kWarps];
+    long long warp_sum[kWarps], warp_sum2[kWarps];
     Stats warp_stats[kWarps];
     Stats stats;
     int hist[kBuckets], base[kBuckets];
@@ -101,21 +101,31 @@ MLA_DEV T warp_scan(T v)
     return v;
 }
 
-/* Exclusive prefix sum of v over the CTA, and the total. */
-MLA_DEV long long block_scan(long long v, Shared &sh, long long &total)
+/* Exclusive prefix sum of v over the CTA, and the total; with TWO also
+ * the total of u, in the same barriers. */
+template <bool TWO = false>
+MLA_DEV long long block_scan(long long v, Shared &sh, long long &total, long long u = 0,
+                             long long *utotal = nullptr)
 {
     const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
-    const long long x = warp_scan(v);
-    if (lane == 31)
+    const long long x = warp_scan(v), y = TWO ? warp_scan(u) : 0;
+    if (lane == 31) {
         sh.warp_sum[warp] = x;
+        if (TWO)
+            sh.warp_sum2[warp] = y;
+    }
     __syncthreads();
-    long long before = 0;
+    long long before = 0, ut = 0;
     total = 0;
     for (int w = 0; w < kWarps; w++) {
         const long long s = sh.warp_sum[w];
         before += w < warp ? s : 0;
         total += s;
+        if (TWO)
+            ut += sh.warp_sum2[w];
     }
+    if (TWO)
+        *utotal = ut;
     __syncthreads(); /* warp_sum is reused by the next scan */
     return before + x - v;
 }
@@ -261,18 +271,21 @@ MLA_DEV void add_request(Stats &s, int nt, const float (&cr)[kRounds], int min_t
     }
 }
 
-/* The statistics over the warp, in every lane. */
+/* The statistics over the warp, in every lane, by reduxes on 32 bits:
+ * each thread's counts are saturated at 2^26 first.  A count that large
+ * is past max_pieces (< 2^16) and partial_slots (< 2^18) already, so the
+ * candidate is refused either way (equal_estimate), and 32 of them fit. */
 MLA_DEV void warp_stats(Stats &s)
 {
+    const uint32_t full = 0xffffffffu;
+    const long long sat = 1LL << 26;
 #pragma unroll
-    for (int r = 0; r < kRounds; r++)
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            s.pieces[r] += __shfl_xor_sync(0xffffffffu, s.pieces[r], o);
-            s.split[r] += __shfl_xor_sync(0xffffffffu, s.split[r], o);
-            s.maxp[r] = max(s.maxp[r], __shfl_xor_sync(0xffffffffu, s.maxp[r], o));
-            s.minp[r] = min(s.minp[r], __shfl_xor_sync(0xffffffffu, s.minp[r], o));
-        }
+    for (int r = 0; r < kRounds; r++) {
+        s.pieces[r] = __reduce_add_sync(full, (unsigned)min(s.pieces[r], sat));
+        s.split[r] = __reduce_add_sync(full, (unsigned)min(s.split[r], sat));
+        s.maxp[r] = __reduce_max_sync(full, s.maxp[r]);
+        s.minp[r] = __reduce_min_sync(full, s.minp[r]);
+    }
 }
 
 /* The statistics over the CTA (warp_stats, then 16 threads over the
@@ -440,8 +453,7 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
     if (tid == 0)
         sh.ncombine = 0;
     long long total_tiles, total_line;
-    block_scan(tiles, sh, total_tiles);
-    const long long c0 = block_scan(line, sh, total_line);
+    const long long c0 = block_scan<true>(line, sh, total_line, tiles, &total_tiles);
 
     /* Alone: the block table, a warp a request (loads of all of them in
      * flight before any is tested). */

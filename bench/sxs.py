@@ -36,6 +36,10 @@ small batches that cache stays in L2 from one call to the next.
 
 --kernels adds, per shape, each kernel's mean duration in the decode graph and FlashMLA's (PyTorch's profiler).
 
+--hot-pages makes request b read only pages 2b and 2b + 1, in turn (for both libraries): the cache the lengths
+ask for then stays in L2, and the times are the kernels' without DRAM (for a load-bound kernel: how far its
+consumers are from the loads).
+
 --lib may be repeated, as [LABEL=]PATH[@KERNEL], to time several builds (or forced kernels) of libmla against
 the same FlashMLA times in one process: one row per build and shape, the build's label first.  A build that
 cannot run a shape (a forced kernel that does not serve it) gets a row saying so.
@@ -420,6 +424,8 @@ def main():
                     help="libmla's decode kernel (MLA_XPARAM_KERNEL, experimental); a shape it does not serve fails")
     ap.add_argument("--kernels", action="store_true",
                     help="also print each kernel's mean duration in the decode and FlashMLA graphs")
+    ap.add_argument("--hot-pages", action="store_true",
+                    help="request b reads pages 2b, 2b + 1 in turn: the cache stays in L2 (a diagnostic)")
     ap.add_argument("--interleave", action="store_true",
                     help="per shape, capture every graph first and replay them in turns, for comparing builds "
                     "(see Timing)")
@@ -450,6 +456,7 @@ def main():
         print(f"# {torch.cuda.get_device_name()}; {which}; {fm.name}; "
               f"{time.strftime('%Y-%m-%d %H:%M')}; graph of {a.calls} calls, median of {a.reps} replays"
               + (f"; the calls read {a.caches} copies of the cache in turn" if a.caches > 1 else "")
+              + ("; hot pages (request b reads pages 2b, 2b + 1)" if a.hot_pages else "")
               + ("; a shape's graphs replayed in turns" if a.interleave else ""))
     print(("| build " if multi else "") +
           "| kv | h_q | b | q_len | s_k | lengths | libmla decode us | libmla step us/layer | FlashMLA BF16 us "
@@ -462,6 +469,10 @@ def main():
         sblk = int(g) if g else 0
         causal = q > 1
         pb = Problem(b, q, h, s, dist, seed=1)
+        if a.hot_pages:
+            turn = torch.arange(pb.table.shape[1], dtype=torch.int32, device=DEV) & 1
+            hot = 2 * torch.arange(b, dtype=torch.int32, device=DEV)[:, None] + turn[None, :]
+            pb.table.copy_(hot % pb.num_pages)
         if fmt == "bf16":
             kv, sc, deq, rowb = pb.kv, None, pb.kv, 1152
         else:

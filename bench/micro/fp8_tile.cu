@@ -43,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "micro.h"
 #include "ptx.cuh"
 #include "wgmma.cuh"
 #include "convert.cuh"
@@ -336,15 +337,6 @@ __global__ void __launch_bounds__(kThreads, 1)
             keep += o[m][n][0];
     sink[blockIdx.x * kThreads + threadIdx.x] = keep;
 }
-
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                           \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 template <int MODE>
 void run_mode(const uint8_t *d_src, int sms, int iters, long long *d_cyc, float *d_sink,

@@ -143,6 +143,17 @@ MLA_DEV int pieces_of(int nt, float c, int min_tiles)
     return n < 1 ? 1 : n > most ? most : n;
 }
 
+/* A request of nt > 0 tiles cut into pieces_of(nt, c, min_tiles) equal
+ * pieces: their count; lo and hi, the smallest and largest piece (the
+ * first nt % n are a tile longer). */
+MLA_DEV int equal_split(int nt, float c, int min_tiles, int &lo, int &hi)
+{
+    const int n = pieces_of(nt, c, min_tiles), q = nt / n;
+    lo = q;
+    hi = q + (q * n != nt ? 1 : 0);
+    return n;
+}
+
 /* Parts: the cuts of a request of nt tiles whose tiles sit at [a, a + nt)
  * on the cost line are the multiples of share inside, but a first or last
  * one closer than min_tiles to the request's edge (share >= min_tiles, so
@@ -263,11 +274,12 @@ MLA_DEV void add_request(Stats &s, int nt, const float (&cr)[kRounds], int min_t
 {
 #pragma unroll
     for (int r = 0; r < kRounds; r++) {
-        const int n = pieces_of(nt, cr[r], min_tiles), q = nt / n;
+        int lo, hi;
+        const int n = equal_split(nt, cr[r], min_tiles, lo, hi);
         s.pieces[r] += n;
         s.split[r] += n > 1 ? n : 0;
-        s.maxp[r] = max(s.maxp[r], q + (q * n != nt ? 1 : 0));
-        s.minp[r] = min(s.minp[r], q);
+        s.maxp[r] = max(s.maxp[r], hi);
+        s.minp[r] = min(s.minp[r], lo);
     }
 }
 
@@ -406,11 +418,16 @@ MLA_DEV void write_header(const mla_decode_params &p, bool bad, int npieces, int
 /* Whether request b's block-table entries hold a bad one (the lanes of a
  * warp together), its length read from seq_lens; none for a bad length,
  * which CTA 0 reports. */
+MLA_DEV bool request_bad_pages(const mla_decode_params &p, int b, int len, long long limit,
+                               uint32_t lane)
+{
+    return len >= 0 && len <= limit && bad_pages(p, b, len, lane);
+}
+
 MLA_DEV bool request_bad_pages(const mla_decode_params &p, int b, long long limit,
                                uint32_t lane)
 {
-    const int len = ((const int32_t *)p.seq_lens)[b];
-    return len >= 0 && len <= limit && bad_pages(p, b, len, lane);
+    return request_bad_pages(p, b, ((const int32_t *)p.seq_lens)[b], limit, lane);
 }
 
 /* CTA 0: lengths, pieces, header; the block table too when alone. */
@@ -548,16 +565,16 @@ MLA_DEV void bucket_masks(int k, uint32_t valid, uint32_t &same, uint32_t &mine)
 }
 
 /* What the warps of the warp path (cut_warp) hand each other: per rule
- * (the equal-split candidates 0-3, the parts rule 4), its estimate, piece
- * size (equal) or share (parts) and largest piece, and per request the
+ * (the equal-split candidates 0-3, the parts rule 4), the rule, its
+ * estimate and largest piece, and per request the
  * flat index past its pieces, their count, its first partial slot and its
  * first cut (parts); per request, its tiles and where they start on the
  * cost line; the counts of each warp's pieces a bucket. */
 struct WarpCut {
     int end[kWarpBatch], n[kWarpBatch], slot[kWarpBatch];
     long long k1[kWarpBatch];
-    float est, c;
-    long long share;
+    Rule rule;
+    float est;
     int maxp;
 };
 constexpr int kRules = kRounds + 1;
@@ -638,15 +655,13 @@ MLA_DEV void cut_warp(const mla_decode_params &p)
             rule.parts = false;
             rule.c = candidate_c(p, total_tiles, warp);
             rule.share = 0;
-            int n = 0, q = 0;
-            if (nt) {
-                n = pieces_of(nt, rule.c, min_tiles);
-                q = nt / n;
-            }
+            int n = 0, lo = 0x7fffffff, hi = 0;
+            if (nt)
+                n = equal_split(nt, rule.c, min_tiles, lo, hi);
             const long long pieces = __reduce_add_sync(full, (unsigned)n);
             const long long split = __reduce_add_sync(full, n > 1 ? (unsigned)n : 0u);
-            maxp = __reduce_max_sync(full, nt ? q + (q * n != nt ? 1 : 0) : 0);
-            const int minp = __reduce_min_sync(full, nt ? q : 0x7fffffff);
+            maxp = __reduce_max_sync(full, hi);
+            const int minp = __reduce_min_sync(full, lo);
             est = equal_estimate(p, pieces, split, maxp, minp, total_tiles);
         } else {
             rule = parts_rule(p, total_line, est, maxp);
@@ -660,9 +675,8 @@ MLA_DEV void cut_warp(const mla_decode_params &p)
         wc.slot[b] = warp_scan(split) - split;
         wc.k1[b] = k1;
         if (lane == 0) {
+            wc.rule = rule;
             wc.est = est;
-            wc.c = rule.c;
-            wc.share = rule.share;
             wc.maxp = maxp;
         }
     } else if (p.sched_ctas == 1) {
@@ -670,23 +684,18 @@ MLA_DEV void cut_warp(const mla_decode_params &p)
          * warp. */
         const int len_l = here ? lens[b] : -1;
         for (int rb = warp - kRules; rb < p.batch; rb += kWarps - kRules) {
-            const int len = __shfl_sync(full, len_l, rb);
-            if (len >= 0 && len <= limit)
-                bad_page |= bad_pages(p, rb, len, lane);
+            bad_page |= request_bad_pages(p, rb, __shfl_sync(full, len_l, rb), limit, lane);
         }
     }
     __syncthreads();
 
     /* The rule, in every warp: the parts rule unless an equal split's
      * estimate is no longer (choose_rule). */
-    Rule rule;
-    rule.parts = true;
-    rule.c = 0.0f;
-    rule.share = sh.cut[kRounds].share;
+    Rule rule = sh.cut[kRounds].rule;
     float best = sh.cut[kRounds].est;
     int maxp = sh.cut[kRounds].maxp, pick = kRounds;
     for (int r = 0; r < kRounds; r++)
-        if (prefer(rule, best, maxp, sh.cut[r].est, sh.cut[r].c, sh.cut[r].maxp))
+        if (prefer(rule, best, maxp, sh.cut[r].est, sh.cut[r].rule.c, sh.cut[r].maxp))
             pick = r;
     const WarpCut &wc = sh.cut[pick];
     const int npieces = wc.end[kWarpBatch - 1];

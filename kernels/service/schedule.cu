@@ -415,15 +415,15 @@ MLA_DEV void write_header(const mla_decode_params &p, bool bad, int npieces, int
     h->magic = MLA_WS_MAGIC;
 }
 
-/* Whether request b's block-table entries hold a bad one (the lanes of a
- * warp together), its length read from seq_lens; none for a bad length,
- * which CTA 0 reports. */
+/* Whether request b, of length len, has a bad block-table entry (the lanes
+ * of a warp together); none for a bad length, which CTA 0 reports. */
 MLA_DEV bool request_bad_pages(const mla_decode_params &p, int b, int len, long long limit,
                                uint32_t lane)
 {
     return len >= 0 && len <= limit && bad_pages(p, b, len, lane);
 }
 
+/* The same, its length read from seq_lens. */
 MLA_DEV bool request_bad_pages(const mla_decode_params &p, int b, long long limit,
                                uint32_t lane)
 {

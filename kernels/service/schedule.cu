@@ -98,6 +98,23 @@ MLA_DEV long long block_scan(long long v, Shared &sh, long long &total, long lon
     return before + x - v;
 }
 
+/* The statistics over the warp, in every lane, by reduxes on 32 bits:
+ * each thread's counts are saturated at 2^26 first.  A count that large
+ * is past max_pieces (< 2^16) and partial_slots (< 2^18) already, so the
+ * candidate is refused either way (equal_estimate), and 32 of them fit. */
+MLA_DEV void warp_stats(Stats &s)
+{
+    const uint32_t full = 0xffffffffu;
+    const long long sat = 1LL << 26;
+#pragma unroll
+    for (int r = 0; r < kRounds; r++) {
+        s.pieces[r] = __reduce_add_sync(full, (unsigned)min(s.pieces[r], sat));
+        s.split[r] = __reduce_add_sync(full, (unsigned)min(s.split[r], sat));
+        s.maxp[r] = __reduce_max_sync(full, s.maxp[r]);
+        s.minp[r] = __reduce_min_sync(full, s.minp[r]);
+    }
+}
+
 /* The statistics over the CTA (warp_stats, then 16 threads over the
  * warps' results). */
 MLA_DEV void reduce_stats(Stats &s, Shared &sh)

@@ -170,23 +170,46 @@ MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint
 {
     static_assert(ROWS * 72u % THREADS == 0, "whole granules a thread");
     constexpr uint32_t kIters = ROWS * 72u / THREADS;
-    /* Two passes over the words of a thread (the second from L1): the
-     * narrow kernels' converter warpgroup's 56 registers do not hold them
-     * across the reduction. */
+    /* The wide FP8 kernel's consumers (256 threads, 18 granules each) hold
+     * a thread's 72 words in registers across the reduction: one pass,
+     * every load in flight at once.  The narrow kernels' converter
+     * warpgroup (40-56 registers) makes two passes over them, the second
+     * from L1. */
+    constexpr bool kHold = THREADS == 256;
+    uint32_t held[kHold ? kIters : 1][4];
+    /* |q| bits of word x; NaN and Inf left out, or one head's would
+     * scale every head's row to nothing (they stay NaN / Inf in their own
+     * row: times 2^kq below). */
+    auto absbits = [](uint32_t x) {
+        const uint32_t lo = (x << 16) & 0x7fff0000u, hi = x & 0x7fff0000u;
+        return max(lo < 0x7f800000u ? lo : 0u, hi < 0x7f800000u ? hi : 0u);
+    };
     uint32_t m = 0u; /* bits of the largest |q|: non-negative floats order as integers */
-#pragma unroll 3
-    for (uint32_t k = 0; k < kIters; k++) {
-        const QGranule q = q_granule(p, c, tid + THREADS * k);
-        if (q.src && (ALL || q.ch < nf16))
+    if constexpr (kHold) {
 #pragma unroll
-            for (uint32_t t = 0; t < 4; t++) {
-                const uint32_t x = __ldg(q.src + 8u * t);
-                /* |q| bits; NaN and Inf left out, or one head's would
-                 * scale every head's row to nothing (they stay NaN / Inf
-                 * in their own row: times 2^kq below). */
-                const uint32_t lo = (x << 16) & 0x7fff0000u, hi = x & 0x7fff0000u;
-                m = max(m, max(lo < 0x7f800000u ? lo : 0u, hi < 0x7f800000u ? hi : 0u));
-            }
+        for (uint32_t k = 0; k < kIters; k++) {
+            const QGranule q = q_granule(p, c, tid + THREADS * k);
+#pragma unroll
+            for (uint32_t t = 0; t < 4; t++)
+                held[k][t] = q.src ? __ldg(q.src + 8u * t) : 0u;
+        }
+#pragma unroll
+        for (uint32_t k = 0; k < kIters; k++) {
+            const uint32_t ch = (tid + THREADS * k) % 72u >> 3;
+            if (ALL || ch < nf16)
+#pragma unroll
+                for (uint32_t t = 0; t < 4; t++)
+                    m = max(m, absbits(held[k][t]));
+        }
+    } else {
+#pragma unroll 3
+        for (uint32_t k = 0; k < kIters; k++) {
+            const QGranule q = q_granule(p, c, tid + THREADS * k);
+            if (q.src && (ALL || q.ch < nf16))
+#pragma unroll
+                for (uint32_t t = 0; t < 4; t++)
+                    m = max(m, absbits(__ldg(q.src + 8u * t)));
+        }
     }
     m = __reduce_max_sync(0xffffffffu, m);
     if ((tid & 31u) == 0)
@@ -205,12 +228,17 @@ MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint
     const int e = (int)(m >> 23) - 127;
     const int kq = max(-120, min(100, 14 - e));
     const float up = __int_as_float((127 + kq) << 23);
-#pragma unroll 3
+    /* The held words need constant indices: unrolled in full. */
+#pragma unroll(kHold ? kIters : 3)
     for (uint32_t k = 0; k < kIters; k++) {
         const QGranule q = q_granule(p, c, tid + THREADS * k);
 #pragma unroll
         for (uint32_t t = 0; t < 4; t++) {
-            uint32_t x = q.src ? __ldg(q.src + 8u * t) : 0u;
+            uint32_t x;
+            if constexpr (kHold)
+                x = held[k][t];
+            else
+                x = q.src ? __ldg(q.src + 8u * t) : 0u;
             if (q.ch < nf16) {
                 const float lo = __uint_as_float(x << 16) * up;
                 const float hi = __uint_as_float(x & 0xffff0000u) * up;

@@ -17,24 +17,16 @@
 namespace mla {
 
 /* Where the rows of this CTA go: its request's out/lse when its piece is
- * the request's only one, else the piece's slot of the fp32 partials.
- * Reloaded from the schedule rather than kept live across the main loop
- * (registers). */
+ * the request's only one, else the piece's slot of the fp32 partials;
+ * from the CTA's piece as cta_work() read it (no loads at the end). */
 struct OutTarget {
     int base; /* the request when final_out, else the partial slot */
-    int len;  /* the request's keys when final_out */
+    int len;  /* the request's keys */
     bool final_out;
 
-    MLA_DEV explicit OutTarget(const mla_decode_params &p)
+    MLA_DEV explicit OutTarget(const CtaWork &w)
+        : base(w.slot < 0 ? w.b : w.slot), len(w.len), final_out(w.slot < 0)
     {
-        const int32_t *pc =
-            (const int32_t *)((const uint8_t *)p.workspace + p.ws_pieces + 16u * blockIdx.z);
-        const int slot = ld_volatile_s32(pc + 3);
-        final_out = slot < 0;
-        base = final_out ? ld_volatile_s32(pc) : slot;
-        len = final_out ? ld_volatile_s32((const int32_t *)((const uint8_t *)p.workspace +
-                                                            p.ws_lens) + base)
-                        : 0;
     }
 
     /* Whether query token qi of a final_out row sees any key: the row
@@ -99,11 +91,11 @@ struct OutTarget {
  * columns 256 ch + 8 nt + 2 tq (+1); m: the rows' running maxima (log2
  * units), l: their full softmax sums.
  */
-MLA_DEV void write_output(const mla_decode_params &p, const float (&o)[32][4],
+MLA_DEV void write_output(const mla_decode_params &p, const CtaWork &w, const float (&o)[32][4],
                           const float (&m)[2], const float (&l)[2], int row0, uint32_t ch,
                           uint32_t tq)
 {
-    const OutTarget out(p);
+    const OutTarget out(w);
     const int rowc = (int)blockIdx.x * p.block_m + row0;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -132,17 +124,19 @@ MLA_DEV void write_output(const mla_decode_params &p, const float (&o)[32][4],
 /*
  * Normalized fp32 rows staged in shared memory (row row0 + n of the M
  * tile at st + n * stride, 512 floats) to out or the partials, by
- * `nthreads` threads with 16-byte reads; LSE is the caller's (write_lse).
+ * `nthreads` (a multiple of 128) threads with 16-byte reads, each thread
+ * the same 16 bytes of every (nthreads / 128)-th row, four rows' loads in
+ * flight; LSE is the caller's (write_lse).
  */
-MLA_DEV void write_staged_rows(const mla_decode_params &p, uint32_t st,
+MLA_DEV void write_staged_rows(const mla_decode_params &p, const OutTarget &out, uint32_t st,
                                uint32_t stride, int nrows, uint32_t tid, uint32_t nthreads,
                                int row0 = 0)
 {
-    const OutTarget out(p);
     const int rowc = (int)blockIdx.x * p.block_m + row0;
-    for (uint32_t k = tid; k < (uint32_t)nrows * 128u; k += nthreads) {
-        const int n = (int)(k >> 7);
-        const uint32_t c4 = k & 127u;
+    const uint32_t c4 = tid & 127u;
+    const int step = (int)(nthreads >> 7);
+#pragma unroll 4
+    for (int n = (int)(tid >> 7); n < nrows; n += step) {
         int qi, h;
         const int64_t i = out.index(p, rowc + n, qi, h);
         const uint4 v = lds128(st + (uint32_t)n * stride + 16u * c4);

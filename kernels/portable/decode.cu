@@ -237,7 +237,7 @@ MLA_DEV void mma_role(const mla_decode_params &p, const Cta &c, uint32_t warp, u
     sm.finish(lsum);
     if (!live)
         return;
-    write_output(p, o, sm.m, lsum, (int)(16u * rg + g), ch, tq);
+    write_output(p, c, o, sm.m, lsum, (int)(16u * rg + g), ch, tq);
 }
 
 /* Whether this launch matches the instantiation.  The host launches each

@@ -95,7 +95,7 @@ MLA_DEV void finish_wide(const mla_decode_params &p, const Cta &c, const float (
     mbar_wait(c.bars + kBarSums, 0);
     lsum[0] += lds_f32(other);
     lsum[1] += lds_f32(other + 32u);
-    write_output(p, o, sm.m, lsum, row0, wg, tq);
+    write_output(p, c, o, sm.m, lsum, row0, wg, tq);
 }
 
 /* Row stride of the narrow kernels' fp32 output staging (a stage, once all

@@ -217,7 +217,7 @@ struct NarrowConsumer {
 
         /* Every wgmma of both WGs has retired: stage 0 can take O. */
         bar_sync(kNbSum, 256);
-        const OutTarget out(p);
+        const OutTarget out(c);
         const uint32_t stg0 = c.stage(0);
 #pragma unroll
         for (int nt = 0; nt < 2; nt++)
@@ -233,7 +233,7 @@ struct NarrowConsumer {
                 }
             }
         bar_sync(kNbSum, 256);
-        write_staged_rows(p, stg0, kStageRow, c.rows_here, tid, 256u);
+        write_staged_rows(p, out, stg0, kStageRow, c.rows_here, tid, 256u);
         if (wg == 0 && w == 0 && g == 0) {
 #pragma unroll
             for (int r = 0; r < 4; r++)

@@ -718,7 +718,7 @@ struct NarrowFp8Consumer {
             }
         }
         merge_sync(0);
-        const OutTarget out(p);
+        const OutTarget out(c);
         const float ninf = -__int_as_float(0x7f800000);
         float f[4], mt[4], lt[4];
 #pragma unroll
@@ -756,7 +756,7 @@ struct NarrowFp8Consumer {
             }
             merge_sync(2u - (uint32_t)pass);
         }
-        write_staged_rows(p, stg0, kStageRow, c.rows_here, tid, 256u);
+        write_staged_rows(p, out, stg0, kStageRow, c.rows_here, tid, 256u);
         if (wg == 0 && w == 0 && g == 0) {
 #pragma unroll
             for (int r = 0; r < 4; r++)

@@ -466,7 +466,7 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
         for (int i = 0; i < 2; i++)
             sts32(cx + 1024u * wg + 256u * w + 4u * col(2 * (int)g + i), __float_as_uint(l[i]));
         fin_sync(0);
-        const OutTarget out(p);
+        const OutTarget out(c);
         const uint32_t half[2] = {stage(0), c.sq};
 #pragma unroll
         for (int j = 0; j < 16; j++) {
@@ -489,7 +489,7 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
         fin_sync(1);
 #pragma unroll
         for (int hh = 0; hh < 2; hh++)
-            write_staged_rows(p, half[hh], kStageRow, max(0, min(32, c.rows_here - 32 * hh)), tid,
+            write_staged_rows(p, out, half[hh], kStageRow, max(0, min(32, c.rows_here - 32 * hh)), tid,
                               256u, 32 * hh);
         if ((int)tid < c.rows_here) {
             float lsum = 0.0f;

@@ -125,9 +125,13 @@ MLA_DEV void write_output(const mla_decode_params &p, const CtaWork &w, const fl
  * Normalized fp32 rows staged in shared memory (row row0 + n of the M
  * tile at st + n * stride, 512 floats) to out or the partials, by
  * `nthreads` (a multiple of 128) threads with 16-byte reads, each thread
- * the same 16 bytes of every (nthreads / 128)-th row, four rows' loads in
- * flight; LSE is the caller's (write_lse).
+ * the same 16 bytes of every (nthreads / 128)-th row, kUnroll rows'
+ * loads in flight; LSE is the caller's (write_lse).  The wide FP8 end
+ * rolls the loop (kUnroll 1: code run once a CTA is fetched cold there,
+ * doc/performance.md); the narrow kernels' 4 measured no different from
+ * their loop before.
  */
+template <int kUnroll = 4>
 MLA_DEV void write_staged_rows(const mla_decode_params &p, const OutTarget &out, uint32_t st,
                                uint32_t stride, int nrows, uint32_t tid, uint32_t nthreads,
                                int row0 = 0)
@@ -135,7 +139,7 @@ MLA_DEV void write_staged_rows(const mla_decode_params &p, const OutTarget &out,
     const int rowc = (int)blockIdx.x * p.block_m + row0;
     const uint32_t c4 = tid & 127u;
     const int step = (int)(nthreads >> 7);
-#pragma unroll 4
+#pragma unroll(kUnroll)
     for (int n = (int)(tid >> 7); n < nrows; n += step) {
         int qi, h;
         const int64_t i = out.index(p, rowc + n, qi, h);

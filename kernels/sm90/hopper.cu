@@ -55,7 +55,7 @@
  *                once.
  *   p_full/p_free (wide FP8, in the per-layout words) 128 / 256: a
  *                warpgroup published P in its slot / both warpgroups' P V
- *                of it retired (hopper_wide8.cuh); fin[2] 256, used once.
+ *                of it retired (hopper_wide8.cuh); fin[3] 256, used once.
  *
  * SPDX-License-Identifier: MIT
  */

@@ -452,8 +452,11 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
     /* The row sums over both warpgroups; then O normalized and staged,
      * rows 0-31 at the start of the stages, rows 32-63 over the Q tile
      * (kStageRow bytes a row; every tile has been consumed by both
-     * warpgroups), each warpgroup its 256 dims, and written out by both;
-     * and the LSEs, a thread a row. */
+     * warpgroups), each warpgroup its 256 dims, and written out by both.
+     * A row's sum, LSE and factor are one thread's, in a branch, not in
+     * the staging's unrolled code: this code runs once a CTA, so each of
+     * its instructions is fetched cold (at b1, 16 unrolled rows of that
+     * work took 9,700 clocks). */
     MLA_DEV void finish()
     {
         const int n = c.t1 - c.t0;
@@ -467,38 +470,46 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
             sts32(cx + 1024u * wg + 256u * w + 4u * col(2 * (int)g + i), __float_as_uint(l[i]));
         fin_sync(0);
         const OutTarget out(c);
-        const uint32_t half[2] = {stage(0), c.sq};
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
+        if (tid < MLA_BLOCK_M) {
             float lsum = 0.0f;
 #pragma unroll
-            for (uint32_t x = 0; x < 8; x++)
-                lsum += lds_f32(cx + 256u * x + 4u * col(j));
-            const float f = out.inv_sum(p, c.m_base + (int)col(j), lsum);
-            /* columns 0-31 (j < 8) in the first half, 32-63 in the second */
-            const uint32_t row = half[j >> 3] + (col(j) & 31u) * kStageRow;
-#pragma unroll
-            for (int bb = 0; bb < 2; bb++) {
-                const uint32_t d = 128u * (2u * wg + (uint32_t)bb) + 32u * w + 4u * g;
-                sts128(row + 4u * d, __float_as_uint(o[2 * bb][j >> 1][j & 1] * f),
-                       __float_as_uint(o[2 * bb][j >> 1][(j & 1) + 2] * f),
-                       __float_as_uint(o[2 * bb + 1][j >> 1][j & 1] * f),
-                       __float_as_uint(o[2 * bb + 1][j >> 1][(j & 1) + 2] * f));
-            }
-        }
-        fin_sync(1);
-#pragma unroll
-        for (int hh = 0; hh < 2; hh++)
-            write_staged_rows(p, out, half[hh], kStageRow, max(0, min(32, c.rows_here - 32 * hh)), tid,
-                              256u, 32 * hh);
-        if ((int)tid < c.rows_here) {
-            float lsum = 0.0f;
             for (uint32_t x = 0; x < 8; x++)
                 lsum += lds_f32(cx + 256u * x + 4u * tid);
-            const float m = n > 0 ? lds_f32(head() + kW8Ref + 256u * ((uint32_t)(n - 1) & 1u) + 4u * tid)
-                                  : -__int_as_float(0x7f800000);
-            out.write_lse(p, c.m_base + (int)tid, m, lsum);
+            if ((int)tid < c.rows_here) {
+                const float m = n > 0 ? lds_f32(head() + kW8Ref + 256u * ((uint32_t)(n - 1) & 1u) + 4u * tid)
+                                      : -__int_as_float(0x7f800000);
+                out.write_lse(p, c.m_base + (int)tid, m, lsum);
+            }
+            /* the row's factor over its first part: no other thread reads
+             * this row's parts */
+            sts32(cx + 4u * tid, __float_as_uint(out.inv_sum(p, c.m_base + (int)tid, lsum)));
         }
+        fin_sync(1);
+        const uint32_t half[2] = {stage(0), c.sq};
+#pragma unroll
+        for (int j = 0; j < 16; j += 2) {
+            const uint2 f2 = lds64(cx + 4u * col(j)); /* columns col(j), col(j) + 1 */
+#pragma unroll
+            for (int jj = 0; jj < 2; jj++) {
+                const int k = j + jj;
+                const float f = __uint_as_float(jj ? f2.y : f2.x);
+                /* columns 0-31 (k < 8) in the first half, 32-63 in the second */
+                const uint32_t row = half[k >> 3] + (col(k) & 31u) * kStageRow;
+#pragma unroll
+                for (int bb = 0; bb < 2; bb++) {
+                    const uint32_t d = 128u * (2u * wg + (uint32_t)bb) + 32u * w + 4u * g;
+                    sts128(row + 4u * d, __float_as_uint(o[2 * bb][k >> 1][k & 1] * f),
+                           __float_as_uint(o[2 * bb][k >> 1][(k & 1) + 2] * f),
+                           __float_as_uint(o[2 * bb + 1][k >> 1][k & 1] * f),
+                           __float_as_uint(o[2 * bb + 1][k >> 1][(k & 1) + 2] * f));
+                }
+            }
+        }
+        fin_sync(2);
+#pragma unroll 1
+        for (int hh = 0; hh < 2; hh++)
+            write_staged_rows<1>(p, out, hh ? half[1] : half[0], kStageRow, max(0, min(32, c.rows_here - 32 * hh)), tid,
+                              256u, 32 * hh);
     }
 };
 

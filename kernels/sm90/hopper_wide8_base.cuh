@@ -19,7 +19,7 @@ namespace hopper {
 
 /* The head's fields (c.xchg is the head's base), the P slots' barriers
  * and the end's (in the barrier block's per-layout words: p_full[2] of
- * 128 arrivals, p_free[2] of 256, fin[2] of 256 used once each), and the
+ * 128 arrivals, p_free[2] of 256, fin[3] of 256 used once each), and the
  * named barrier of both warpgroups (only before their tile loops: after
  * them the warpgroups have passed different numbers of their own
  * barriers, and racecheck flagged a named barrier of both there in the
@@ -32,7 +32,7 @@ constexpr uint32_t kBarPFull = kBarWords, kBarPFree = kBarWords + 16u,
                    kBarFin = kBarWords + 32u;
 constexpr uint32_t kNbBoth = kNbP;
 
-static_assert(kBarFin + 16u <= kBarWords + sizeof(Bars::words), "P slot and end barriers");
+static_assert(kBarFin + 24u <= kBarWords + sizeof(Bars::words), "P slot and end barriers");
 static_assert(32u * kStageRow <= MLA_WIDE8_STAGES * mla_narrow8_stage_bytes(MLA_FMT_FP8_E4M3, 0) &&
                   32u * kStageRow <= sizeof(mla_wide8_head::q),
               "32 output rows are staged in the stages, 32 over the Q tile");
@@ -48,7 +48,7 @@ MLA_DEV void init_wide8_barriers(const Cta &c)
         mbar_init(c.bars + kBarPFull + 8u * k, 128);
         mbar_init(c.bars + kBarPFree + 8u * k, 256);
     }
-    for (uint32_t k = 0; k < 2; k++)
+    for (uint32_t k = 0; k < 3; k++)
         mbar_init(c.bars + kBarFin + 8u * k, 256);
     fence_mbar_init();
 }

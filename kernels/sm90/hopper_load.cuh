@@ -195,8 +195,7 @@ MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint
         }
 #pragma unroll
         for (uint32_t k = 0; k < kIters; k++) {
-            const uint32_t ch = (tid + THREADS * k) % 72u >> 3;
-            if (ALL || ch < nf16)
+            if (ALL || q_granule(p, c, tid + THREADS * k).ch < nf16)
 #pragma unroll
                 for (uint32_t t = 0; t < 4; t++)
                     m = max(m, absbits(held[k][t]));

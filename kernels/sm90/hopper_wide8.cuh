@@ -476,8 +476,9 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
             for (uint32_t x = 0; x < 8; x++)
                 lsum += lds_f32(cx + 256u * x + 4u * tid);
             if ((int)tid < c.rows_here) {
-                const float m = n > 0 ? lds_f32(head() + kW8Ref + 256u * ((uint32_t)(n - 1) & 1u) + 4u * tid)
-                                      : -__int_as_float(0x7f800000);
+                const float m =
+                    n > 0 ? lds_f32(head() + kW8Ref + 256u * ((uint32_t)(n - 1) & 1u) + 4u * tid)
+                          : -__int_as_float(0x7f800000);
                 out.write_lse(p, c.m_base + (int)tid, m, lsum);
             }
             /* the row's factor over its first part: no other thread reads
@@ -506,10 +507,12 @@ struct Wide8Consumer : Wide8Softmax<FMT, SCALED> {
             }
         }
         fin_sync(2);
+        /* (a select, not half[hh]: a rolled loop would index the array in
+         * local memory) */
 #pragma unroll 1
         for (int hh = 0; hh < 2; hh++)
-            write_staged_rows<1>(p, out, hh ? half[1] : half[0], kStageRow, max(0, min(32, c.rows_here - 32 * hh)), tid,
-                              256u, 32 * hh);
+            write_staged_rows<1>(p, out, hh ? half[1] : half[0], kStageRow,
+                                 max(0, min(32, c.rows_here - 32 * hh)), tid, 256u, 32 * hh);
     }
 };
 

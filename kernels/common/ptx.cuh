@@ -241,16 +241,6 @@ MLA_DEV int4 ld_volatile_v4(const void *p)
     return v;
 }
 
-/* 16-byte read-only global load (data not written while the grid runs). */
-MLA_DEV uint4 ldg128_nc(const void *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.v4.b32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
 MLA_DEV uint32_t lds32(uint32_t a)
 {
     uint32_t v;

@@ -106,6 +106,8 @@ static_assert(MLA_NARROW_ROWS * kStageRow <= kTile &&
                   MLA_NARROW_ROWS * kStageRow <= mla_narrow8_stage_bytes(MLA_FMT_FP8_E4M3, 0) &&
                   MLA_NARROW_ROWS * kStageRow <= mla_narrow8_stage_bytes(MLA_FMT_FP8_DS_MLA, 0),
               "the narrow kernels stage their output in stage 0");
+static_assert(MLA_NARROW_ROWS * (kStageRow + 4u) <= kTile,
+              "the narrow BF16 kernel's column factors follow its staged rows");
 
 /* Query column (packed row) of accumulator slot r of an m64n16 S^T or O^T
  * fragment (slot r = 2 nt + (e & 1) of d[nt][e], t = lane % 4). */

@@ -215,31 +215,53 @@ struct NarrowConsumer {
         sm.finish(lsum);
         column_reduce(lsum, false);
 
-        /* Every wgmma of both WGs has retired: stage 0 can take O. */
+        /* Every wgmma of both WGs has retired: stage 0 can take O, and
+         * past its 16 staged rows the columns' factors. */
         bar_sync(kNbSum, 256);
         const OutTarget out(c);
-        const uint32_t stg0 = c.stage(0);
+        const uint32_t stg0 = c.stage(0), fac = stg0 + MLA_NARROW_ROWS * kStageRow;
+        /* A column's factor and LSE by one lane of warp 0 (lanes t = 0..3
+         * hold all 16 columns: column q is slot 2 (q / 8) + q % 2 of lane
+         * q % 8 / 2), in a branch: this code runs once a CTA, so its
+         * instructions are fetched cold, and 8 unrolled copies a thread
+         * cost more than the barrier it adds. */
+        if (tid < 32u) {
+            const uint32_t q = tid & 15u;
+            const int rq = 2 * (int)(q >> 3) + (int)(q & 1u);
+            float mq = 0.0f, lq = 0.0f;
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const float a = __shfl_sync(0xffffffffu, sm.m[r], (q & 7u) >> 1);
+                const float b = __shfl_sync(0xffffffffu, lsum[r], (q & 7u) >> 1);
+                if (r == rq) {
+                    mq = a;
+                    lq = b;
+                }
+            }
+            if (tid < 16u) {
+                sts32(fac + 4u * q, __float_as_uint(out.inv_sum(p, c.m_base + (int)q, lq)));
+                if ((int)q < c.rows_here)
+                    out.write_lse(p, c.m_base + (int)q, mq, lq);
+            }
+        }
+        bar_sync(kNbSum, 256);
+        float f[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            f[r] = lds_f32(fac + 4u * (uint32_t)column(r));
 #pragma unroll
         for (int nt = 0; nt < 2; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int r = 2 * nt + (e & 1);
-                const float inv = out.inv_sum(p, c.m_base + column(r), lsum[r]);
-                const uint32_t row = stg0 + (uint32_t)column(r) * kStageRow;
+                const uint32_t row = stg0 + (uint32_t)column(2 * nt + (e & 1)) * kStageRow;
 #pragma unroll
                 for (int mb = 0; mb < 4; mb++) {
                     const uint32_t dim = 256u * wg + 64u * mb + 16u * w + g + 8u * (e >> 1);
-                    sts32(row + 4u * dim, __float_as_uint(o[mb][nt][e] * inv));
+                    sts32(row + 4u * dim, __float_as_uint(o[mb][nt][e] * f[2 * nt + (e & 1)]));
                 }
             }
         bar_sync(kNbSum, 256);
-        write_staged_rows(p, out, stg0, kStageRow, c.rows_here, tid, 256u);
-        if (wg == 0 && w == 0 && g == 0) {
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-                if (column(r) < c.rows_here)
-                    out.write_lse(p, c.m_base + column(r), sm.m[r], lsum[r]);
-        }
+        write_staged_rows<1>(p, out, stg0, kStageRow, c.rows_here, tid, 256u);
     }
 };
 

@@ -126,10 +126,9 @@ MLA_DEV void write_output(const mla_decode_params &p, const CtaWork &w, const fl
  * tile at st + n * stride, 512 floats) to out or the partials, by
  * `nthreads` (a multiple of 128) threads with 16-byte reads, each thread
  * the same 16 bytes of every (nthreads / 128)-th row, kUnroll rows'
- * loads in flight; LSE is the caller's (write_lse).  The wide FP8 end
- * rolls the loop (kUnroll 1: code run once a CTA is fetched cold there,
- * doc/performance.md); the narrow kernels' 4 measured no different from
- * their loop before.
+ * loads in flight; LSE is the caller's (write_lse).  The wide FP8 and
+ * narrow BF16 ends roll the loop (kUnroll 1: code run once a CTA is
+ * fetched cold, doc/performance.md); the narrow FP8 kernels keep 4.
  */
 template <int kUnroll = 4>
 MLA_DEV void write_staged_rows(const mla_decode_params &p, const OutTarget &out, uint32_t st,

@@ -110,7 +110,7 @@ MLA_DEV void init_barriers(const Cta &c)
     if (kFp8Direct<FMT, NARROW>) {
         for (uint32_t s = 0; s < kNumStages<FMT, NARROW>; s++)
             mbar_init(c.bars + kBarLoaded1 + 8u * s, 1);
-        for (uint32_t k = 0; k < 3; k++)
+        for (uint32_t k = 0; k < 4; k++)
             mbar_init(c.bars + kBarMerge + 8u * k, 256);
     }
     if (!NARROW) {

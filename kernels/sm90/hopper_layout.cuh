@@ -49,7 +49,7 @@ struct Bars {
     uint64_t words[7];
     /* Narrow FP8: the warpgroups' merge steps; wide BF16: the hand-overs
      * to WG 1 and to WG 0, the final sums. */
-    uint64_t merge[3];
+    uint64_t merge[4];
     /* Narrow FP8: the loaded barriers of consumer warpgroup 1's tiles
      * (loaded: warpgroup 0's).  The warpgroups take alternate tiles, so
      * with an odd stage count a stage's tiles alternate between them; on

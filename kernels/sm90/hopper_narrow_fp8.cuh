@@ -698,8 +698,11 @@ struct NarrowFp8Consumer {
     /*
      * The two warpgroups' results are two softmax partials over disjoint
      * keys: per column, the larger max M, each WG's factor exp2(m - M), the
-     * total sum L.  WG 1 stages its scaled O^T in stage 0 (every tile has
-     * been consumed), WG 0 adds its own, both write the rows out.
+     * total sum L, by one lane of warp 0 a column (in a branch: this code
+     * runs once a CTA, so its instructions are fetched cold; unrolled over
+     * a thread's four columns it was four copies).  WG 1 stages its
+     * scaled O^T in stage 0 (every tile has been consumed), WG 0 adds its
+     * own, both write the rows out.
      */
     MLA_DEV void merge_and_write()
     {
@@ -708,7 +711,7 @@ struct NarrowFp8Consumer {
         column_reduce(c, wg, w, g, t, lsum, false);
         /* [16 columns] x (m, l) in each warpgroup's first P tile: its
          * last P V has retired. */
-        const uint32_t mine = pbuf, theirs = c.pbuf + kNarrow8PTiles * (wg ^ 1u);
+        const uint32_t mine = pbuf;
         if (w == 0 && g == 0) {
 #pragma unroll
             for (int r = 0; r < 4; r++) {
@@ -719,19 +722,32 @@ struct NarrowFp8Consumer {
         }
         merge_sync(0);
         const OutTarget out(c);
-        const float ninf = -__int_as_float(0x7f800000);
-        float f[4], mt[4], lt[4];
-#pragma unroll
-        for (int r = 0; r < 4; r++) {
-            const uint32_t a = theirs + 8u * (uint32_t)narrow_column(r, t);
-            const float mo = lds_f32(a), lo = lds_f32(a + 4u);
-            const float mx = fmaxf(sm.m[r], mo);
-            const float fm = mx == ninf ? 0.0f : ex2(sm.m[r] - mx);
-            const float fo = mx == ninf ? 0.0f : ex2(mo - mx);
-            mt[r] = mx;
-            lt[r] = lsum[r] * fm + lo * fo;
-            f[r] = fm * out.inv_sum(p, c.m_base + narrow_column(r, t), lt[r]) * vunit;
+        /* The two warpgroups' factors, [wg][16 columns], past the (m, l)
+         * pairs in WG 0's first P tile; without vunit, which is each
+         * warpgroup's own (raise_vunit).  Both warpgroups divide by the
+         * same total sum (each computed its own before, equal up to the
+         * rounding of a fused product). */
+        const uint32_t fac = c.pbuf + 128u;
+        if (tid < 16u) {
+            const uint32_t a0 = c.pbuf + 8u * tid, a1 = a0 + kNarrow8PTiles;
+            const float m0 = lds_f32(a0), l0 = lds_f32(a0 + 4u);
+            const float m1 = lds_f32(a1), l1 = lds_f32(a1 + 4u);
+            const float ninf = -__int_as_float(0x7f800000), mx = fmaxf(m0, m1);
+            const float f0 = mx == ninf ? 0.0f : ex2(m0 - mx);
+            const float f1 = mx == ninf ? 0.0f : ex2(m1 - mx);
+            const float lt = l0 * f0 + l1 * f1;
+            const float inv = out.inv_sum(p, c.m_base + (int)tid, lt);
+            sts32(fac + 4u * tid, __float_as_uint(f0 * inv));
+            sts32(fac + 64u + 4u * tid, __float_as_uint(f1 * inv));
+            if ((int)tid < c.rows_here)
+                out.write_lse(p, c.m_base + (int)tid, mx, lt);
         }
+        static_assert(256u <= kPTile, "the pairs and the factors fit a P tile");
+        merge_sync(3);
+        float f[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            f[r] = lds_f32(fac + 64u * wg + 4u * (uint32_t)narrow_column(r, t)) * vunit;
         scale_columns(o, f);
 
         const uint32_t stg0 = c.stage(0);
@@ -757,12 +773,6 @@ struct NarrowFp8Consumer {
             merge_sync(2u - (uint32_t)pass);
         }
         write_staged_rows(p, out, stg0, kStageRow, c.rows_here, tid, 256u);
-        if (wg == 0 && w == 0 && g == 0) {
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-                if (narrow_column(r, t) < c.rows_here)
-                    out.write_lse(p, c.m_base + narrow_column(r, t), mt[r], lt[r]);
-        }
     }
 };
 

@@ -116,20 +116,25 @@ MLA_DEV int verdict(const mla_decode_params &p, const int4 &head)
     return head.x != 0 ? head.x : flagged(p) ? (int)MLA_STATUS_OUT_OF_BOUNDS : 0;
 }
 
+/* Whether a schedule with head `head` (args: args_match, flags:
+ * flagged) gives this CTA work: it is this call's schedule, recorded no
+ * bad input, and has a piece z = blockIdx.z. */
+MLA_DEV bool has_piece(const mla_decode_params &p, const int4 &head, bool args, bool flags)
+{
+    return layout_matches(p, head) && args && head.x == 0 && !flags && (int)blockIdx.z < head.w;
+}
+
 /*
- * Whether this CTA has work: the workspace holds this call's schedule
- * (schedule_matches), which recorded no bad input, and has a piece z =
- * blockIdx.z.  Uniform over the CTA; checked once, before the warp roles
- * split (nothing writes the header while the grid runs, but for
- * report_bad_call's status word, which only a CTA that finds no match
- * writes).
+ * Whether this CTA has work (has_piece).  Uniform over the CTA; checked
+ * once, before the warp roles split (nothing writes the header while the
+ * grid runs, but for report_bad_call's status word, which only a CTA
+ * that finds no match writes).
  */
 MLA_DEV bool cta_has_work(const mla_decode_params &p)
 {
     const int4 head = header_head(p);
     const bool args = args_match(p); /* issued beside the head's load */
-    return layout_matches(p, head) && args && verdict(p, head) == 0 &&
-           (int)blockIdx.z < head.w;
+    return has_piece(p, head, args, head.x == 0 && flagged(p));
 }
 
 /* Called by one thread of CTA (0, 0, 0) when it found nothing to do: if
@@ -146,21 +151,16 @@ MLA_DEV void report_bad_call(const mla_decode_params &p)
         ws_header(p)->status = (int32_t)MLA_STATUS_INVALID_ARGUMENT;
 }
 
-/*
- * Fills w from piece blockIdx.z of the schedule, for a CTA that
- * cta_has_work(); returns true.  Every role calls it on its own after its
- * setmaxnreg, so it reloads rather than keeps these values.
- */
-MLA_DEV bool cta_work(const mla_decode_params &p, int bn, CtaWork &w)
+/* w from piece record pc = (b, t0, t1, slot) of blockIdx.z and the
+ * request's length len. */
+MLA_DEV void fill_work(const mla_decode_params &p, int bn, const int4 &pc, int len, CtaWork &w)
 {
-    const uint8_t *ws = (const uint8_t *)p.workspace;
-    const int4 pc = ld_volatile_v4(ws + p.ws_pieces + 16u * blockIdx.z);
     w.b = pc.x;
     w.t0 = pc.y;
     w.t1 = pc.z;
     w.slot = pc.w;
     w.kh = (int)blockIdx.y;
-    w.len = ld_volatile_s32((const int32_t *)(ws + p.ws_lens) + w.b);
+    w.len = len;
     w.m_base = (int)blockIdx.x * p.block_m;
     w.rows_here = min(p.block_m, p.rows - w.m_base);
     /* Causal: every M tile takes the piece's tiles, those only later query
@@ -172,7 +172,53 @@ MLA_DEV bool cta_work(const mla_decode_params &p, int bn, CtaWork &w)
     w.t1 = min(w.t1, (w.len + bn - 1) / bn);
     if (w.t1 < w.t0)
         w.t1 = w.t0;
+}
+
+/*
+ * Fills w from piece blockIdx.z of the schedule, for a CTA that
+ * cta_has_work(); returns true.  Every role calls it on its own after its
+ * setmaxnreg, so it reloads rather than keeps these values.
+ */
+MLA_DEV bool cta_work(const mla_decode_params &p, int bn, CtaWork &w)
+{
+    const uint8_t *ws = (const uint8_t *)p.workspace;
+    const int4 pc = ld_volatile_v4(ws + p.ws_pieces + 16u * blockIdx.z);
+    fill_work(p, bn, pc, ld_volatile_s32((const int32_t *)(ws + p.ws_lens) + pc.x), w);
     return true;
+}
+
+/*
+ * What a CTA of the sm_90a kernels reads of the schedule, all before its
+ * roles split and in two round trips: the header, the flags and its
+ * piece at once, then the request's length and the page of its first
+ * tile.  (One after the other, with each role reading its piece and
+ * length again after the split and the loader its page, they were five:
+ * about 1.7 us of a CTA's start.)  The second loads go out before the
+ * first ones are known to be this call's schedule, so their indices are
+ * clamped into the buffers; nothing uses them unless `work`.
+ */
+struct CtaStart {
+    int4 piece; /* b, t0, t1, slot */
+    int len;    /* keys of request b */
+    int page0;  /* page_at of tile t0's page */
+    bool work;  /* has_piece */
+};
+
+MLA_DEV CtaStart cta_start(const mla_decode_params &p, int bn)
+{
+    const uint8_t *ws = (const uint8_t *)p.workspace;
+    CtaStart s;
+    const int4 head = header_head(p);
+    const bool args = args_match(p);
+    const bool flags = flagged(p);
+    s.piece = ld_volatile_v4(ws + p.ws_pieces + 16u * blockIdx.z);
+    const int b = min(max(s.piece.x, 0), p.batch - 1);
+    const long long pg = ((long long)max(s.piece.y, 0) * bn) >> p.page_shift;
+    s.len = ld_volatile_s32((const int32_t *)(ws + p.ws_lens) + b);
+    s.page0 = page_at(p, (const int32_t *)p.block_table + (int64_t)b * p.max_pages_per_seq,
+                      (int)min(pg, (long long)p.max_pages_per_seq - 1));
+    s.work = has_piece(p, head, args, flags);
+    return s;
 }
 
 /* Key limit of row r of the M tile: keys < the limit are visible (0 for

@@ -133,7 +133,8 @@ MLA_DEV void decode(const mla_hopper_params &hp)
     griddep_wait(); /* the schedule; Q, the cache */
     if (!launch_matches<FMT, NARROW>(p))
         __trap();
-    if (!cta_has_work(p)) {
+    const CtaStart start = cta_start(p, kBN);
+    if (!start.work) {
         if (threadIdx.x == 0)
             report_bad_call(p);
         return;
@@ -150,7 +151,7 @@ MLA_DEV void decode(const mla_hopper_params &hp)
     Cta c;
     if (warp < 8) {
         setmaxnreg_inc<R::kConsumer>();
-        setup<FMT, NARROW>(p, c);
+        setup<FMT, NARROW>(p, start, c);
         if constexpr (kFp8Direct<FMT, NARROW>) {
             NarrowFp8Consumer<FMT> cons(p, c, warp >> 2, warp & 3u, lane);
             cons.run();
@@ -166,17 +167,17 @@ MLA_DEV void decode(const mla_hopper_params &hp)
          * four warps): warp 8 loads. */
         setmaxnreg_dec<R::kLoad>();
         if (warp == 8 && elect_one()) {
-            setup<FMT, NARROW>(p, c);
+            setup<FMT, NARROW>(p, start, c);
             load_role<FMT, NARROW, kFp8Direct<FMT, NARROW>>(hp, c);
         }
     } else if (warp < 12) {
         setmaxnreg_dec<R::kCvt>();
-        setup<FMT, NARROW>(p, c);
+        setup<FMT, NARROW>(p, start, c);
         convert_role<FMT, NARROW>(p, c, threadIdx.x - 256u);
     } else {
         setmaxnreg_dec<R::kLoad>();
         if (warp == 12 && elect_one()) {
-            setup<FMT, NARROW>(p, c);
+            setup<FMT, NARROW>(p, start, c);
             load_role<FMT, NARROW, kFp8Direct<FMT, NARROW>>(hp, c);
         }
     }
@@ -202,7 +203,8 @@ MLA_DEV void decode_wide8(const mla_hopper_params &hp)
     if (!wide8_launch_matches<FMT>(p) ||
         (FMT == MLA_FMT_FP8_DS_MLA || p.scales_per_row > 0) != SCALED)
         __trap();
-    if (!cta_has_work(p)) {
+    const CtaStart start = cta_start(p, kBN);
+    if (!start.work) {
         if (threadIdx.x == 0)
             report_bad_call(p);
         return;
@@ -218,14 +220,16 @@ MLA_DEV void decode_wide8(const mla_hopper_params &hp)
     if (warp < 8) {
         setmaxnreg_inc<kWide8Consumer>();
         wide8_layout<FMT>(p, c);
-        cta_work(p, kBN, c);
+        fill_work(p, kBN, start.piece, start.len, c);
+        c.page0 = start.page0;
         Wide8Consumer<FMT, SCALED> cons(p, c, warp >> 2, warp & 3u, lane);
         cons.run();
     } else {
         setmaxnreg_dec<kWide8Load>();
         if (warp == 8 && elect_one()) {
             wide8_layout<FMT>(p, c);
-            cta_work(p, kBN, c);
+            fill_work(p, kBN, start.piece, start.len, c);
+            c.page0 = start.page0;
             load_role<FMT, true>(hp, c);
         }
     }

@@ -162,6 +162,7 @@ static_assert(offsetof(mla_narrow8_head, p) % 1024 == 0 && sizeof(mla_narrow8_he
               "narrow FP8 layout alignment");
 
 struct Cta : CtaWork {
+    int page0;        /* the page of tile t0 (CtaStart) */
     uint32_t sq;      /* Q tile */
     uint32_t qchunk;  /* bytes per 64-column chunk of the Q tile */
     uint32_t skv;     /* stage 0 */
@@ -275,18 +276,20 @@ static_assert(offsetof(mla_wide8_head, p) % 1024 == 0 && sizeof(mla_wide8_head) 
                   sizeof(Bars) <= sizeof(mla_wide8_tail::bars),
               "wide FP8 layout alignment and barrier block");
 
-/* The work of this CTA and its buffers; false if it has nothing to do
- * (uniform over the CTA).  NARROW picks the layout.  The launch matches
- * here (decode traps otherwise); the roles ask again to keep their code
- * as measured (without the test ptxas allocates their registers
- * differently). */
+/* The work of this CTA (from what it read before its roles split) and
+ * its buffers; false if it has nothing to do (uniform over the CTA).
+ * NARROW picks the layout.  The launch matches here (decode traps
+ * otherwise); the roles ask again to keep their code as measured
+ * (without the test ptxas allocates their registers differently). */
 template <int FMT, bool NARROW>
-MLA_DEV bool setup(const mla_decode_params &p, Cta &c)
+MLA_DEV bool setup(const mla_decode_params &p, const CtaStart &start, Cta &c)
 {
     if (!launch_matches<FMT, NARROW>(p))
         return false;
     layout<FMT, NARROW>(p, c);
-    return cta_work(p, kBN, c);
+    fill_work(p, kBN, start.piece, start.len, c);
+    c.page0 = start.page0;
+    return true;
 }
 
 } /* namespace hopper */

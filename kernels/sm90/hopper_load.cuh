@@ -45,7 +45,7 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     const Pipe pipe = c.pipe();
     PipeState st;
     st.init();
-    int page = c.t0 < c.t1 ? page_at(p, bt, (c.t0 * (int)kBN) >> pshift) : 0;
+    int page = c.page0;
     for (int t = c.t0; t < c.t1; t++) {
         const int row0 = (page << pshift) + ((t * (int)kBN) & pmask);
         const int next = t + 1 < c.t1 ? page_at(p, bt, ((t + 1) * (int)kBN) >> pshift) : 0;

@@ -49,6 +49,12 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     for (int t = c.t0; t < c.t1; t++) {
         const int row0 = (page << pshift) + ((t * (int)kBN) & pmask);
         const int next = t + 1 < c.t1 ? page_at(p, bt, ((t + 1) * (int)kBN) >> pshift) : 0;
+        /* BF16: the tiles past the first wait for the Q tile, which the
+         * first tile's scores need with it.  Issued together, Q and two
+         * or more tiles shared the SM's inbound bytes, and the first
+         * scores waited for all of them (doc/performance.md). */
+        if (!kBulk && t == c.t0 + 1)
+            mbar_wait(c.bars + kBarQ, 0);
         pipe.producer_acquire(st);
         const uint32_t bar =
             pipe.full_bar(st) + (ALT && ((t - c.t0) & 1) ? kBarLoaded1 - kBarLoaded : 0u);

@@ -192,8 +192,9 @@ MLA_DEV bool cta_work(const mla_decode_params &p, int bn, CtaWork &w)
  * roles split and in two round trips: the header, the flags and its
  * piece at once, then the request's length and the page of its first
  * tile.  (One after the other, with each role reading its piece and
- * length again after the split and the loader its page, they were five:
- * about 1.7 us of a CTA's start.)  The second loads go out before the
+ * length again after the split and the loader its page, they were five,
+ * and the loader's first copy went out about 2 us after the CTA's wait:
+ * doc/performance.md, Small batches.)  The second loads go out before the
  * first ones are known to be this call's schedule, so their indices are
  * clamped into the buffers; nothing uses them unless `work`.
  */

@@ -18,7 +18,7 @@ namespace mla {
 
 /* Where the rows of this CTA go: its request's out/lse when its piece is
  * the request's only one, else the piece's slot of the fp32 partials;
- * from the CTA's piece as cta_work() read it (no loads at the end). */
+ * from the CTA's piece as it was read at its start (no loads at the end). */
 struct OutTarget {
     int base; /* the request when final_out, else the partial slot */
     int len;  /* the request's keys */

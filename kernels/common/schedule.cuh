@@ -176,8 +176,9 @@ MLA_DEV void fill_work(const mla_decode_params &p, int bn, const int4 &pc, int l
 
 /*
  * Fills w from piece blockIdx.z of the schedule, for a CTA that
- * cta_has_work(); returns true.  Every role calls it on its own after its
- * setmaxnreg, so it reloads rather than keeps these values.
+ * cta_has_work(); returns true.  Each role of the portable kernel calls
+ * it on its own after the split, so it reloads rather than keeps these
+ * values (the sm_90a kernels read them once: cta_start).
  */
 MLA_DEV bool cta_work(const mla_decode_params &p, int bn, CtaWork &w)
 {
@@ -189,14 +190,16 @@ MLA_DEV bool cta_work(const mla_decode_params &p, int bn, CtaWork &w)
 
 /*
  * What a CTA of the sm_90a kernels reads of the schedule, all before its
- * roles split and in two round trips: the header, the flags and its
- * piece at once, then the request's length and the page of its first
- * tile.  (One after the other, with each role reading its piece and
- * length again after the split and the loader its page, they were five,
- * and the loader's first copy went out about 2 us after the CTA's wait:
- * doc/performance.md, Small batches.)  The second loads go out before the
- * first ones are known to be this call's schedule, so their indices are
- * clamped into the buffers; nothing uses them unless `work`.
+ * roles split: the header and the flags, then its piece, then the
+ * request's length and the page of its first tile, three round trips
+ * (flagged() uses each flag word as it comes, and volatile loads keep
+ * their order, so the piece goes out after the flags have returned).
+ * Before, with each role reading its piece and length again after the
+ * split and the loader its page, they were five, and the loader's first
+ * copy went out about 2 us after the CTA's wait (doc/performance.md,
+ * Small batches).  The last loads go out before the first ones are known
+ * to be this call's schedule, so their indices are clamped into the
+ * buffers; nothing uses them unless `work`.
  */
 struct CtaStart {
     int4 piece; /* b, t0, t1, slot */

@@ -48,7 +48,8 @@
  *   free[s]      256: consumer threads, once P V of the tile completed
  *                (narrow FP8: 128, the one warpgroup that took the tile).
  *   q            128: converter warpgroup threads after writing Q
- *                (mla_hopper_decode_bf16: 256, the consumer threads).
+ *                (mla_hopper_decode_bf16: 256, the consumer threads);
+ *                the BF16 loader waits on it before its second tile.
  *   to_wg1/to_wg0 128 (wide BF16): one consumer warpgroup handing its
  *                running maximum (and P) to the other, once per tile pair.
  *   sums         256 (wide BF16): the consumers' row sums exchanged, used

@@ -276,8 +276,8 @@ static_assert(offsetof(mla_wide8_head, p) % 1024 == 0 && sizeof(mla_wide8_head) 
                   sizeof(Bars) <= sizeof(mla_wide8_tail::bars),
               "wide FP8 layout alignment and barrier block");
 
-/* The work of this CTA (from what it read before its roles split) and
- * its buffers; false if it has nothing to do (uniform over the CTA).
+/* The work of this CTA (from what it read before its roles split,
+ * cta_start) and its buffers; false only if the launch does not match.
  * NARROW picks the layout.  The launch matches here (decode traps
  * otherwise); the roles ask again to keep their code as measured
  * (without the test ptxas allocates their registers differently). */

@@ -221,16 +221,14 @@ MLA_DEV void decode_wide8(const mla_hopper_params &hp)
     if (warp < 8) {
         setmaxnreg_inc<kWide8Consumer>();
         wide8_layout<FMT>(p, c);
-        fill_work(p, kBN, start.piece, start.len, c);
-        c.page0 = start.page0;
+        take_work(p, start, c);
         Wide8Consumer<FMT, SCALED> cons(p, c, warp >> 2, warp & 3u, lane);
         cons.run();
     } else {
         setmaxnreg_dec<kWide8Load>();
         if (warp == 8 && elect_one()) {
             wide8_layout<FMT>(p, c);
-            fill_work(p, kBN, start.piece, start.len, c);
-            c.page0 = start.page0;
+            take_work(p, start, c);
             load_role<FMT, true>(hp, c);
         }
     }

@@ -276,8 +276,14 @@ static_assert(offsetof(mla_wide8_head, p) % 1024 == 0 && sizeof(mla_wide8_head) 
                   sizeof(Bars) <= sizeof(mla_wide8_tail::bars),
               "wide FP8 layout alignment and barrier block");
 
-/* The work of this CTA (from what it read before its roles split,
- * cta_start) and its buffers; false only if the launch does not match.
+/* The CTA's work from what it read before its roles split (cta_start). */
+MLA_DEV void take_work(const mla_decode_params &p, const CtaStart &start, Cta &c)
+{
+    fill_work(p, kBN, start.piece, start.len, c);
+    c.page0 = start.page0;
+}
+
+/* The work of this CTA (take_work) and its buffers; false only if the launch does not match.
  * NARROW picks the layout.  The launch matches here (decode traps
  * otherwise); the roles ask again to keep their code as measured
  * (without the test ptxas allocates their registers differently). */
@@ -287,8 +293,7 @@ MLA_DEV bool setup(const mla_decode_params &p, const CtaStart &start, Cta &c)
     if (!launch_matches<FMT, NARROW>(p))
         return false;
     layout<FMT, NARROW>(p, c);
-    fill_work(p, kBN, start.piece, start.len, c);
-    c.page0 = start.page0;
+    take_work(p, start, c);
     return true;
 }
 

@@ -711,11 +711,10 @@ struct NarrowFp8Consumer {
         column_reduce(c, wg, w, g, t, lsum, false);
         /* [16 columns] x (m, l) in each warpgroup's first P tile: its
          * last P V has retired. */
-        const uint32_t mine = pbuf;
         if (w == 0 && g == 0) {
 #pragma unroll
             for (int r = 0; r < 4; r++) {
-                const uint32_t a = mine + 8u * (uint32_t)narrow_column(r, t);
+                const uint32_t a = pbuf + 8u * (uint32_t)narrow_column(r, t);
                 sts32(a, __float_as_uint(sm.m[r]));
                 sts32(a + 4u, __float_as_uint(lsum[r]));
             }

@@ -31,7 +31,7 @@ MLA_DEV void convert_role(const mla_decode_params &p, const Cta &c, uint32_t tid
         if (tid == 0)
             sts32(c.bars + kQScale, __float_as_uint(undo));
     } else {
-        load_q(p, c, tid, MLA_NARROW_ROWS);
+        load_q<MLA_NARROW_ROWS, 128u>(p, c, tid);
     }
     cp_async_wait_all();
     fence_proxy_async(); /* wgmma reads the tile through the async proxy */

@@ -84,28 +84,32 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     }
 }
 
-/* Q rows 0 .. nrows - 1 (64, or 16 in the narrow layout) of this M tile
+/* Q rows 0 .. NROWS - 1 (64, or 16 in the narrow layout) of this M tile
  * into the swizzled Q tile (chunks of c.qchunk bytes); rows past rows_here
  * are zeros (their scores are never used, but must not be NaN garbage
- * inside the MMA).  nrows x 72 granules of 16 bytes, by threads tid = 0
- * .. nthreads - 1 (the narrow BF16 kernel's converter warpgroup: 9 a
- * thread; the wide BF16 kernel's two consumer warpgroups: 18), all in
- * flight at once as cp.async copies (through registers, the converter's
- * 56 a thread allow six at a time: six round trips to memory, most of a
- * short CTA's start).  The caller waits for them (cp_async_wait_all). */
-MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid, int nrows,
-                    uint32_t nthreads = 128u)
+ * inside the MMA).  NTHREADS threads, NTHREADS / NROWS to a row (the wide
+ * BF16 kernel's two consumer warpgroups: 4, 18 granules of 16 bytes
+ * each; the narrow BF16 kernel's converter warpgroup: 8, 9 each), all in
+ * flight at once as cp.async copies.  A thread's granules are one row's,
+ * so its source row (a division by heads_per_kv) is computed once and its
+ * copies differ by constants: this code runs once a CTA, cold, on the
+ * path to the first scores.  The caller waits for them
+ * (cp_async_wait_all). */
+template <uint32_t NROWS, uint32_t NTHREADS>
+MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid)
 {
-    const uint8_t *q = (const uint8_t *)p.q;
-    const uint32_t n = 72u * (uint32_t)nrows;
-#pragma unroll 4
-    for (uint32_t i = tid; i < n; i += nthreads) {
-        const uint32_t r = i / 72u, gi = i % 72u;
-        const bool live = (int)r < c.rows_here;
-        const uint8_t *src = live ? q + q_row_index(p, c, (int)r) * (MLA_D_QK * 2) + gi * 16u : q;
-        const uint32_t dst = c.sq + (gi >> 3) * c.qchunk + (r >> 3) * 1024u + (r & 7u) * 128u +
-                             sw128_granule(r, gi & 7u);
-        cp_async_16z(dst, src, live ? 16u : 0u);
+    constexpr uint32_t kTpr = NTHREADS / NROWS, kPer = 72u / kTpr;
+    static_assert(NTHREADS % NROWS == 0 && 8u % kTpr == 0, "whole granules of 8-granule chunks");
+    const uint32_t r = tid / kTpr, g0 = tid % kTpr;
+    const bool live = (int)r < c.rows_here;
+    const uint8_t *src =
+        (const uint8_t *)p.q + (live ? q_row_index(p, c, (int)r) * (MLA_D_QK * 2) : 0) + 16u * g0;
+    const uint32_t dst = c.sq + (r >> 3) * 1024u + (r & 7u) * 128u;
+#pragma unroll
+    for (uint32_t j = 0; j < kPer; j++) {
+        /* granule g0 + kTpr j: chunk kTpr j / 8, g0 + kTpr j % 8 in it */
+        cp_async_16z(dst + (kTpr * j >> 3) * c.qchunk + sw128_granule(r, g0 + (kTpr * j & 7u)),
+                     src + 16u * kTpr * j, live ? 16u : 0u);
     }
 }
 

@@ -211,7 +211,7 @@ struct SeesawConsumer {
     {
         /* Both warpgroups load the Q tile, as the converter does in the
          * narrow kernels (barrier q: 256 arrivals). */
-        load_q(p, c, tid, MLA_BLOCK_M, 256u);
+        load_q<MLA_BLOCK_M, 256u>(p, c, tid);
         cp_async_wait_all();
         fence_proxy_async(); /* wgmma reads the tile through the async proxy */
         mbar_arrive(c.bars + kBarQ);

@@ -121,7 +121,8 @@ MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid)
  * 4 s, + 1, and at 2t + 8, 2t + 9 the dims 16 t + 4 s + 2, + 3.  Stored
  * granule (8 columns j = 8 h .. 8 h + 7 of step s) of a row is therefore
  * the bf16 pairs at dims 16 t + 4 s + 2 h, t = 0..3: four 4-byte pieces.
- * 16 x 72 granules, 9 per thread; rows past rows_here are zeros.
+ * 16 x 72 granules, 9 per thread (8 threads a row); rows past
+ * rows_here are zeros.
  */
 struct QGranule {
     const uint32_t *src; /* the granule's first pair (piece t at src + 8 t); null: dead row */
@@ -129,6 +130,8 @@ struct QGranule {
     uint32_t ch;         /* its 64-dim chunk */
 };
 
+/* Granule i of the tile (row i / 72; thread tid takes i = tid + THREADS
+ * k), every index from i: the narrow FP8 converter's form. */
 MLA_DEV QGranule q_granule(const mla_decode_params &p, const Cta &c, uint32_t i)
 {
     const uint32_t r = i / 72u, gi = i % 72u, ch = gi >> 3, s = (gi & 7u) >> 1, h = gi & 1u;
@@ -140,6 +143,44 @@ MLA_DEV QGranule q_granule(const mla_decode_params &p, const Cta &c, uint32_t i)
                 32u * ch + 2u * s + h;
     q.dst = c.sq + ch * c.qchunk + (r >> 3) * 1024u + (r & 7u) * 128u +
             sw128_granule(r, gi & 7u);
+    q.ch = ch;
+    return q;
+}
+
+/* A thread's row of the tile, THREADS / ROWS threads a row (as load_q's):
+ * its source row, computed once, and its first granule g0; its granules
+ * are g0 + (THREADS / ROWS) k. */
+struct QRow {
+    const uint8_t *src; /* the row in Q (a dead row: Q's first, never read) */
+    uint32_t r, g0;
+    bool live;
+};
+
+template <uint32_t ROWS, uint32_t THREADS>
+MLA_DEV QRow q_row(const mla_decode_params &p, const Cta &c, uint32_t tid)
+{
+    constexpr uint32_t kTpr = THREADS / ROWS;
+    static_assert(THREADS % ROWS == 0 && 8u % kTpr == 0, "whole granules of 8-granule chunks");
+    QRow q;
+    q.r = tid / kTpr;
+    q.g0 = tid % kTpr;
+    /* A dead row's loads are skipped by `live`, not by a null base: every
+     * address the loads are built from is inside Q. */
+    q.live = (int)q.r < c.rows_here;
+    q.src = (const uint8_t *)p.q + (q.live ? q_row_index(p, c, (int)q.r) * (MLA_D_QK * 2) : 0);
+    return q;
+}
+
+/* Granule k of the thread's row (gi = g0 + kTpr k). */
+template <uint32_t ROWS, uint32_t THREADS>
+MLA_DEV QGranule q_granule(const Cta &c, const QRow &row, uint32_t k)
+{
+    constexpr uint32_t kTpr = THREADS / ROWS;
+    const uint32_t gi = row.g0 + kTpr * k, ch = kTpr * k >> 3, s = (gi & 7u) >> 1, h = gi & 1u;
+    QGranule q;
+    q.src = (const uint32_t *)row.src + 32u * ch + 2u * s + h;
+    q.dst = c.sq + ch * c.qchunk + (row.r >> 3) * 1024u + (row.r & 7u) * 128u +
+            sw128_granule(row.r, row.g0 + (kTpr * k & 7u));
     q.ch = ch;
     return q;
 }
@@ -178,7 +219,6 @@ template <uint32_t ROWS = MLA_NARROW_ROWS, uint32_t THREADS = 128, uint32_t BAR 
 MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint32_t tid,
                                   uint32_t nf16, uint32_t maxw)
 {
-    static_assert(ROWS * 72u % THREADS == 0, "whole granules a thread");
     constexpr uint32_t kIters = ROWS * 72u / THREADS;
     /* The wide FP8 kernel's consumers (256 threads, 18 granules each) hold
      * a thread's 72 words in registers across the reduction: one pass,
@@ -187,6 +227,17 @@ MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint
      * from L1. */
     constexpr bool kHold = THREADS == 256;
     uint32_t held[kHold ? kIters : 1][4];
+    /* Granule k of this thread: the wide FP8 consumers compute their row
+     * once (q_row), the narrow converter every index from tid. */
+    QRow row{};
+    if constexpr (kHold)
+        row = q_row<ROWS, THREADS>(p, c, tid);
+    auto granule = [&](uint32_t k) {
+        if constexpr (kHold)
+            return q_granule<ROWS, THREADS>(c, row, k);
+        else
+            return q_granule(p, c, tid + THREADS * k);
+    };
     /* |q| bits of word x; NaN and Inf left out, or one head's would
      * scale every head's row to nothing (they stay NaN / Inf in their own
      * row: times 2^kq below). */
@@ -198,14 +249,14 @@ MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint
     if constexpr (kHold) {
 #pragma unroll
         for (uint32_t k = 0; k < kIters; k++) {
-            const QGranule q = q_granule(p, c, tid + THREADS * k);
+            const QGranule q = granule(k);
 #pragma unroll
             for (uint32_t t = 0; t < 4; t++)
-                held[k][t] = q.src ? __ldg(q.src + 8u * t) : 0u;
+                held[k][t] = row.live ? __ldg(q.src + 8u * t) : 0u;
         }
 #pragma unroll
         for (uint32_t k = 0; k < kIters; k++) {
-            if (ALL || q_granule(p, c, tid + THREADS * k).ch < nf16)
+            if (ALL || granule(k).ch < nf16)
 #pragma unroll
                 for (uint32_t t = 0; t < 4; t++)
                     m = max(m, absbits(held[k][t]));
@@ -213,7 +264,7 @@ MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint
     } else {
 #pragma unroll 3
         for (uint32_t k = 0; k < kIters; k++) {
-            const QGranule q = q_granule(p, c, tid + THREADS * k);
+            const QGranule q = granule(k);
             if (q.src && (ALL || q.ch < nf16))
 #pragma unroll
                 for (uint32_t t = 0; t < 4; t++)
@@ -240,7 +291,7 @@ MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint
     /* The held words need constant indices: unrolled in full. */
 #pragma unroll(kHold ? kIters : 3)
     for (uint32_t k = 0; k < kIters; k++) {
-        const QGranule q = q_granule(p, c, tid + THREADS * k);
+        const QGranule q = granule(k);
 #pragma unroll
         for (uint32_t t = 0; t < 4; t++) {
             uint32_t x;

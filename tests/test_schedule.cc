@@ -14,6 +14,7 @@
  */
 #include "simt.h"
 #include <algorithm>
+#include <array>
 #include <csignal>
 #include <map>
 #include <random>
@@ -36,15 +37,14 @@ void simt_fail(const char *what)
 
 using namespace mla::sched;
 
-struct Layout { size_t lens, reqs, clist, pieces, total; };
+struct Layout { size_t lens, clist, pieces, total; };
 static size_t a256(size_t x) { return (x + 255) & ~(size_t)255; }
 static Layout layout(int batch, int max_pieces)
 {
     Layout l;
     size_t off = MLA_WS_HEADER_BYTES;
     l.lens = off; off = a256(off + (size_t)batch * 4);
-    l.reqs = off; off = a256(off + (size_t)batch * 8);
-    l.clist = off; off = a256(off + (size_t)batch * 4);
+    l.clist = off; off = a256(off + (size_t)batch * 16);
     l.pieces = off; off = a256(off + (size_t)max_pieces * 16);
     l.total = off;
     return l;
@@ -82,7 +82,7 @@ static std::vector<uint8_t> run(Case &c, bool warp, bool pages)
     c.p.block_table = (uint64_t)(uintptr_t)c.table.data();
     mla_decode_params p = c.p;
     p.workspace = (uint64_t)(uintptr_t)ws.data();
-    p.ws_lens = l.lens; p.ws_reqs = l.reqs; p.ws_clist = l.clist; p.ws_pieces = l.pieces;
+    p.ws_lens = l.lens; p.ws_clist = l.clist; p.ws_pieces = l.pieces;
     p.seq_lens = (uint64_t)(uintptr_t)c.lens.data();
     p.block_table = (uint64_t)(uintptr_t)c.table.data();
     run_cta(0, p.sched_ctas, p, warp ? cut_warp : cut_pieces);
@@ -100,8 +100,7 @@ struct Piece {
 
 struct Ref {
     std::vector<int> kept;
-    std::vector<int2> reqs;
-    std::vector<int> comb;               /* sorted */
+    std::vector<std::array<int, 4>> comb; /* the combine's list, by request */
     std::vector<Piece> pieces;           /* flat order: request, key */
     std::vector<int> bkt;                /* bucket of each flat piece */
     bool bad_len, bad_alone;
@@ -143,8 +142,7 @@ static Ref reference(const Case &c)
     for (int b = 0; b < p.batch; b++) {
         const int nt = ceil_tiles(r.kept[b], bn);
         if (!nt) {
-            r.reqs.push_back(make_int2(0, -1));
-            r.comb.push_back(b);
+            r.comb.push_back({b, 0, -1, 0});
             continue;
         }
         const int n = count_pieces(r.rule, c0, nt, cost, min_tiles);
@@ -159,9 +157,8 @@ static Ref reference(const Case &c)
         });
         if (m != n || prev != nt)
             simt_fail("reference: count_pieces or coverage");
-        r.reqs.push_back(make_int2(n, first));
         if (n > 1)
-            r.comb.push_back(b);
+            r.comb.push_back({b, n, first, 0});
         slot += n > 1 ? n : 0;
         c0 += nt + cost;
     }
@@ -224,19 +221,17 @@ static bool compare(const Case &c, const Ref &r, const std::vector<uint8_t> &ws,
         for (int i = 1; i < p.sched_ctas; i++)
             CHECK(ws[MLA_WS_FLAGS_OFFSET + i] == r.flags[i], "flag %d", i);
     const int32_t *kept = (const int32_t *)(ws.data() + l.lens);
-    const int2 *reqs = (const int2 *)(ws.data() + l.reqs);
-    const int32_t *clist = (const int32_t *)(ws.data() + l.clist);
+    const int4 *clist = (const int4 *)(ws.data() + l.clist);
     const int4 *pc = (const int4 *)(ws.data() + l.pieces);
-    for (int b = 0; b < p.batch; b++) {
+    for (int b = 0; b < p.batch; b++)
         CHECK(kept[b] == r.kept[b], "kept[%d]", b);
-        CHECK(reqs[b].x == r.reqs[b].x && reqs[b].y == r.reqs[b].y, "reqs[%d] (%d,%d) want (%d,%d)",
-              b, reqs[b].x, reqs[b].y, r.reqs[b].x, r.reqs[b].y);
-    }
-    std::vector<int> cl(clist, clist + h->num_combine);
+    std::vector<std::array<int, 4>> cl;
+    for (int i = 0; i < h->num_combine; i++)
+        cl.push_back({clist[i].x, clist[i].y, clist[i].z, clist[i].w});
     std::sort(cl.begin(), cl.end());
-    CHECK(cl == r.comb, "clist");
+    CHECK(cl == r.comb, "clist: (request, pieces, first slot, 0) of each listed request");
     /* Nothing written past the lists. */
-    for (size_t i = l.clist + 4 * (size_t)h->num_combine; i < l.clist + 4 * (size_t)p.batch; i++)
+    for (size_t i = l.clist + 16 * (size_t)h->num_combine; i < l.clist + 16 * (size_t)p.batch; i++)
         CHECK(ws[i] == 0xab, "write past clist");
     for (size_t i = l.pieces + 16 * (size_t)N; i < l.total + 256; i++)
         CHECK(ws[i] == 0xab, "write past the pieces at byte %zu", i - l.pieces);

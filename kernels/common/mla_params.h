@@ -67,7 +67,7 @@ struct mla_decode_params {
     uint64_t out;         /* bf16 [batch, q_len, h_q, 512] */
     uint64_t lse;         /* fp32 [batch, h_q, q_len] or 0 */
     uint64_t workspace;   /* base of the workspace */
-    uint64_t ws_lens, ws_reqs, ws_clist, ws_pieces, ws_oaccum, ws_lseaccum; /* byte offsets */
+    uint64_t ws_lens, ws_clist, ws_pieces, ws_oaccum, ws_lseaccum; /* byte offsets */
     int64_t num_pages;
 
     /* Shape. */
@@ -189,10 +189,10 @@ struct mla_append_params {
  * Workspace (byte offsets in the params, each 256-byte aligned):
  *   [0, 256)    struct mla_ws_header
  *   ws_lens     int32 [batch]: the lengths the schedule read
- *   ws_reqs     int2 [batch]: request b's piece count and first partial
- *               slot (-1 unless it has more than one piece)
- *   ws_clist    int32 [batch]: the requests mla_combine writes (piece
- *               count 0 or more than 1), num_combine of them, any order
+ *   ws_clist    int4 [batch]: the requests mla_combine writes (piece
+ *               count 0 or more than 1), num_combine of them, any order:
+ *               (request, piece count, first partial slot or -1, 0), so
+ *               that a combine row takes its request's pieces in one read
  *   ws_pieces   int4 [max_pieces]: (request, t0, t1, partial slot or -1)
  *   ws_oaccum   fp32 [partial_slots, q_len, h_q, 512]: a split
  *               piece's O divided by its own softmax sum, times out_scale

@@ -22,12 +22,12 @@
 
 namespace mla {
 
-/* Row (b, qi, h), columns [128 cb, 128 cb + 128), of a listed request. */
-MLA_DEV void combine_row(const mla_decode_params &p, const uint8_t *ws, int b, int qi, int h,
-                         uint32_t cb, uint32_t lane)
+/* Row (b, qi, h), columns [128 cb, 128 cb + 128), of listed request
+ * req = (b, piece count, first partial slot, 0). */
+MLA_DEV void combine_row(const mla_decode_params &p, const uint8_t *ws, const int4 &req, int qi,
+                         int h, uint32_t cb, uint32_t lane)
 {
-    const int2 req = ((const int2 *)(ws + p.ws_reqs))[b];
-    const int ns = req.x;
+    const int b = req.x, ns = req.y;
     const float ninf = -__int_as_float(0x7f800000);
     uint16_t *out = (uint16_t *)p.out + ((((int64_t)b * p.q_len + qi) * p.h_q + h) * MLA_D_V);
     float *lse = (float *)p.lse;
@@ -40,7 +40,19 @@ MLA_DEV void combine_row(const mla_decode_params &p, const uint8_t *ws, int b, i
      * piece that saw a NaN score poisons the row, as it would unsplit). */
     const float *lacc = (const float *)(ws + p.ws_lseaccum);
     const int64_t srow = (int64_t)p.q_len * p.h_q;
-    const int64_t row0 = ((int64_t)req.y * p.q_len + qi) * p.h_q + h; /* first slot */
+    const int64_t row0 = ((int64_t)req.z * p.q_len + qi) * p.h_q + h; /* first slot */
+    /* Pieces that saw no key hold zeros (weight 0 too), so every one is
+     * read, 8 loads in flight a lane; the first 8 go out beside the LSEs'
+     * loads, not after their reductions. */
+    const float *oacc = (const float *)(ws + p.ws_oaccum) + row0 * MLA_D_V + col;
+    float4 x[8];
+    auto load8 = [&](int s0) {
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            x[k] = s0 + k < ns ? *(const float4 *)(oacc + (int64_t)(s0 + k) * srow * MLA_D_V)
+                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    };
+    load8(0);
     float mx = ninf;
     bool nan = false;
     for (int s = (int)lane; s < ns; s += 32) {
@@ -73,19 +85,15 @@ MLA_DEV void combine_row(const mla_decode_params &p, const uint8_t *ws, int b, i
         sum += __shfl_xor_sync(0xffffffffu, sum, o);
     const float lse2 = mx + log2f(sum);
 
-    /* Pieces that saw no key hold zeros (weight 0 too), so every one is
-     * read: 8 loads in flight per lane. */
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    const float *oacc = (const float *)(ws + p.ws_oaccum) + row0 * MLA_D_V + col;
     for (int s0 = 0; s0 < ns; s0 += 8) {
-        float4 x[8];
+        if (s0)
+            load8(s0);
         float wgt[8];
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             const int s = s0 + k;
             wgt[k] = s < ns ? exp2f(lacc[row0 + s * srow] - lse2) : 0.0f;
-            x[k] = s < ns ? *(const float4 *)(oacc + (int64_t)s * srow * MLA_D_V)
-                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
 #pragma unroll
         for (int k = 0; k < 8; k++) {
@@ -111,12 +119,16 @@ extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
     const uint8_t *ws = (const uint8_t *)p.workspace;
     /* Not this layout's schedule, or bad input (a decode handed other
      * block-table arguments than its schedule's recorded that as well):
-     * the decode kernel ran nothing either. */
+     * the decode kernel ran nothing either.  The header, its flags and
+     * the list's length in one round trip (the flags and the length are
+     * used only if the head is this layout's), then the list: the chain
+     * before a row's first partial is read is three round trips. */
     const int4 head = mla::header_head(p);
-    if (!mla::layout_matches(p, head) || mla::verdict(p, head) != 0)
-        return;
+    const bool flags = mla::flagged(p);
     const int ncomb = mla::ld_volatile_s32(&mla::ws_header(p)->num_combine);
-    const int32_t *clist = (const int32_t *)(ws + p.ws_clist);
+    if (!mla::layout_matches(p, head) || head.x != 0 || flags)
+        return;
+    const int4 *clist = (const int4 *)(ws + p.ws_clist);
     const uint32_t lane = threadIdx.x & 31u;
     /* Rows of a listed request: q_len x h_q x MLA_COMBINE_COL_BLOCKS. */
     const long long per_req = (long long)p.q_len * p.h_q * MLA_COMBINE_COL_BLOCKS;

@@ -183,7 +183,6 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
     const int32_t *lens = (const int32_t *)p.seq_lens;
     uint8_t *ws = (uint8_t *)p.workspace;
     int32_t *kept = (int32_t *)(ws + p.ws_lens);
-    int2 *reqs = (int2 *)(ws + p.ws_reqs);
     int4 *pieces = (int4 *)(ws + p.ws_pieces);
     const long long limit = len_limit(p);
     const int bn = p.block_n, cost = p.piece_cost, min_tiles = p.min_piece_tiles;
@@ -264,13 +263,12 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
     }
     __syncthreads();
     /* The combine's list: empty requests (zeros to write) and split ones. */
-    int32_t *clist = (int32_t *)(ws + p.ws_clist);
+    int4 *clist = (int4 *)(ws + p.ws_clist);
     c = c0;
     for (int b = lo; b < hi; b++) {
         const int nt = ceil_tiles(len_of(b), bn);
         if (!nt) {
-            reqs[b] = make_int2(0, -1);
-            clist[atomicAdd(&sh.ncombine, 1)] = b;
+            clist[atomicAdd(&sh.ncombine, 1)] = make_int4(b, 0, -1, 0);
             continue;
         }
         const int n = count_pieces(rule, c, nt, cost, min_tiles);
@@ -279,9 +277,8 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
             const int at = atomicAdd(&sh.base[bucket(t1 - t0, scale)], 1);
             pieces[at] = make_int4(b, t0, t1, n > 1 ? first + i : -1);
         });
-        reqs[b] = make_int2(n, first);
         if (n > 1)
-            clist[atomicAdd(&sh.ncombine, 1)] = b;
+            clist[atomicAdd(&sh.ncombine, 1)] = make_int4(b, n, first, 0);
         slot += n > 1 ? n : 0;
         c += nt + cost;
     }
@@ -343,8 +340,8 @@ struct WarpShared {
  *    equal-split candidate r, warp 4 the parts rule: its estimate, and
  *    already its pieces' counts and partial slots, before the rule is
  *    known; warps 5-7 check the block table meanwhile when CTA 0 is alone;
- *  - every warp picks the rule (choose_rule's order); warp 0 writes reqs
- *    and the combine's list;
+ *  - every warp picks the rule (choose_rule's order); warp 0 writes the
+ *    combine's list;
  *  - every warp makes pieces, in rounds of 32 over their flat index g,
  *    piece 32 r + l in lane l of round r, round r by warp r % 8: its
  *    request is the first whose pieces end past g (binary search over the
@@ -445,13 +442,12 @@ MLA_DEV void cut_warp(const mla_decode_params &p)
     const int npieces = wc.end[kWarpBatch - 1];
     const uint32_t lt = (1u << lane) - 1u;
     int ncombine = 0;
-    if (warp == 0) { /* reqs and the combine's list */
+    if (warp == 0) { /* the combine's list */
         const int n = wc.n[b], nt = sh.nt[b];
-        if (here)
-            ((int2 *)(ws + p.ws_reqs))[b] = make_int2(n, n > 1 ? wc.slot[b] : -1);
         const uint32_t comb = __ballot_sync(full, here && (nt == 0 || n > 1));
         if ((comb >> lane) & 1u)
-            ((int32_t *)(ws + p.ws_clist))[__popc(comb & lt)] = b;
+            ((int4 *)(ws + p.ws_clist))[__popc(comb & lt)] =
+                make_int4(b, n, n > 1 ? wc.slot[b] : -1, 0);
         ncombine = __popc(comb);
     }
 

@@ -36,7 +36,7 @@ static uint32_t schedule_tag(const struct mla_decode_params *p)
 {
     const int64_t v[] = {p->batch, p->q_len, p->h_q, p->max_seq_len, p->page_size, p->block_n, p->parts,
                          p->max_pieces, p->partial_slots, p->piece_cost, p->min_piece_tiles,
-                         (int64_t)p->ws_lens, (int64_t)p->ws_reqs, (int64_t)p->ws_clist,
+                         (int64_t)p->ws_lens, (int64_t)p->ws_clist,
                          (int64_t)p->ws_pieces,
                          (int64_t)p->ws_oaccum, (int64_t)p->ws_lseaccum, p->sched_ctas};
     uint32_t h = 2166136261u;
@@ -132,17 +132,15 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     if (!gp)
         return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of memory");
 
-    /* Workspace (kernels/common/mla_params.h): header, kept lengths, per-request
-     * piece counts, the pieces, then the split pieces' partials (fp32 O
+    /* Workspace (kernels/common/mla_params.h): header, kept lengths, the
+     * combine's list, the pieces, then the split pieces' partials (fp32 O
      * and log2-domain LSE). */
     const size_t prow = (size_t)slots * (size_t)s->q_len * (size_t)s->num_heads;
     size_t off = MLA_WS_HEADER_BYTES;
     const size_t ws_lens = off;
     off = align256(off + (size_t)batch * sizeof(int32_t));
-    const size_t ws_reqs = off;
-    off = align256(off + (size_t)batch * 2 * sizeof(int32_t));
     const size_t ws_clist = off;
-    off = align256(off + (size_t)batch * sizeof(int32_t));
+    off = align256(off + (size_t)batch * 4 * sizeof(int32_t));
     const size_t ws_pieces = off;
     off = align256(off + (size_t)max_pieces * 4 * sizeof(int32_t));
     const size_t ws_oaccum = off;
@@ -153,7 +151,6 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     struct mla_decode_params *p = &gp->p;
     memset(p, 0, sizeof(*p));
     p->ws_lens = ws_lens;
-    p->ws_reqs = ws_reqs;
     p->ws_clist = ws_clist;
     p->ws_pieces = ws_pieces;
     p->ws_oaccum = ws_oaccum;

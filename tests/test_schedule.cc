@@ -5,9 +5,10 @@
  * warp path for up to 32 requests, the block path) and the block-table
  * CTAs on hand-picked and random length mixes, and each result is
  * checked against a serial reference made of the same helpers and
- * cut()'s loop: header and status, kept lengths, per-request table,
- * combine list, the pieces as a multiset stored largest-first, the flag
- * bytes, and nothing written past the lists.
+ * cut()'s loop: header and status, kept lengths, the combine list (each
+ * request's piece count and first slot), the pieces as a multiset
+ * stored largest-first, the flag bytes, and nothing written past the
+ * lists.
  *   tests/test_schedule [random cases]   (default 200; MLA_TEST_SCHEDULE_CASES)
  *
  * SPDX-License-Identifier: MIT

@@ -137,7 +137,7 @@ struct mla_append_params {
  *   CTA 0 writes the header, its status word MLA_STATUS_OUT_OF_BOUNDS for
  *   a bad length or (alone) entry, else 0.  The call's verdict is
  *   OUT_OF_BOUNDS if the status word or any flag of CTAs 1..sched_ctas-1
- *   says so (mla_verdict in schedule.cuh); nothing needs zeroing first.
+ *   says so (schedule_clean in schedule.cuh); nothing needs zeroing first.
  *   May be launched with PDL behind the kernel before it (it starts with
  *   griddepcontrol.wait).
  *

@@ -110,10 +110,12 @@ MLA_DEV bool flagged(const mla_decode_params &p)
     return any != 0;
 }
 
-/* The verdict of the schedule in the workspace: 0 or an mla_status_t. */
-MLA_DEV int verdict(const mla_decode_params &p, const int4 &head)
+/* Whether a schedule with head `head` (flags: flagged) recorded no bad
+ * input: its status word and every block-table CTA's flag are 0 (else
+ * the call's verdict, which mla_workspace_status reports, is not 0). */
+MLA_DEV bool schedule_clean(const int4 &head, bool flags)
 {
-    return head.x != 0 ? head.x : flagged(p) ? (int)MLA_STATUS_OUT_OF_BOUNDS : 0;
+    return head.x == 0 && !flags;
 }
 
 /* Whether a schedule with head `head` (args: args_match, flags:
@@ -121,7 +123,8 @@ MLA_DEV int verdict(const mla_decode_params &p, const int4 &head)
  * bad input, and has a piece z = blockIdx.z. */
 MLA_DEV bool has_piece(const mla_decode_params &p, const int4 &head, bool args, bool flags)
 {
-    return layout_matches(p, head) && args && head.x == 0 && !flags && (int)blockIdx.z < head.w;
+    return layout_matches(p, head) && args && schedule_clean(head, flags) &&
+           (int)blockIdx.z < head.w;
 }
 
 /*

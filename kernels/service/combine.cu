@@ -120,13 +120,14 @@ extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
     /* Not this layout's schedule, or bad input (a decode handed other
      * block-table arguments than its schedule's recorded that as well):
      * the decode kernel ran nothing either.  The header, its flags and
-     * the list's length in one round trip (the flags and the length are
-     * used only if the head is this layout's), then the list: the chain
-     * before a row's first partial is read is three round trips. */
+     * the list's length together (the flags and the length are used only
+     * if the head is this layout's; one round trip up to 120 requests,
+     * whose flags are one 16-byte load), then the list: the chain before
+     * a row's first partial is read is three round trips. */
     const int4 head = mla::header_head(p);
     const bool flags = mla::flagged(p);
     const int ncomb = mla::ld_volatile_s32(&mla::ws_header(p)->num_combine);
-    if (!mla::layout_matches(p, head) || head.x != 0 || flags)
+    if (!mla::layout_matches(p, head) || !mla::schedule_clean(head, flags))
         return;
     const int4 *clist = (const int4 *)(ws + p.ws_clist);
     const uint32_t lane = threadIdx.x & 31u;

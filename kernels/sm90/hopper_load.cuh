@@ -121,8 +121,7 @@ MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid)
  * 4 s, + 1, and at 2t + 8, 2t + 9 the dims 16 t + 4 s + 2, + 3.  Stored
  * granule (8 columns j = 8 h .. 8 h + 7 of step s) of a row is therefore
  * the bf16 pairs at dims 16 t + 4 s + 2 h, t = 0..3: four 4-byte pieces.
- * 16 x 72 granules, 9 per thread (8 threads a row); rows past
- * rows_here are zeros.
+ * 16 x 72 granules, 9 per thread; rows past rows_here are zeros.
  */
 struct QGranule {
     const uint32_t *src; /* the granule's first pair (piece t at src + 8 t); null: dead row */
@@ -219,6 +218,7 @@ template <uint32_t ROWS = MLA_NARROW_ROWS, uint32_t THREADS = 128, uint32_t BAR 
 MLA_DEV float load_q_permuted_f16(const mla_decode_params &p, const Cta &c, uint32_t tid,
                                   uint32_t nf16, uint32_t maxw)
 {
+    static_assert(ROWS * 72u % THREADS == 0, "whole granules a thread");
     constexpr uint32_t kIters = ROWS * 72u / THREADS;
     /* The wide FP8 kernel's consumers (256 threads, 18 granules each) hold
      * a thread's 72 words in registers across the reduction: one pass,

@@ -84,35 +84,6 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     }
 }
 
-/* Q rows 0 .. NROWS - 1 (64, or 16 in the narrow layout) of this M tile
- * into the swizzled Q tile (chunks of c.qchunk bytes); rows past rows_here
- * are zeros (their scores are never used, but must not be NaN garbage
- * inside the MMA).  NTHREADS threads, NTHREADS / NROWS to a row (the wide
- * BF16 kernel's two consumer warpgroups: 4, 18 granules of 16 bytes
- * each; the narrow BF16 kernel's converter warpgroup: 8, 9 each), all in
- * flight at once as cp.async copies.  A thread's granules are one row's,
- * so its source row (a division by heads_per_kv) is computed once and its
- * copies differ by constants: this code runs once a CTA, cold, on the
- * path to the first scores.  The caller waits for them
- * (cp_async_wait_all). */
-template <uint32_t NROWS, uint32_t NTHREADS>
-MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid)
-{
-    constexpr uint32_t kTpr = NTHREADS / NROWS, kPer = 72u / kTpr;
-    static_assert(NTHREADS % NROWS == 0 && 8u % kTpr == 0, "whole granules of 8-granule chunks");
-    const uint32_t r = tid / kTpr, g0 = tid % kTpr;
-    const bool live = (int)r < c.rows_here;
-    const uint8_t *src =
-        (const uint8_t *)p.q + (live ? q_row_index(p, c, (int)r) * (MLA_D_QK * 2) : 0) + 16u * g0;
-    const uint32_t dst = c.sq + (r >> 3) * 1024u + (r & 7u) * 128u;
-#pragma unroll
-    for (uint32_t j = 0; j < kPer; j++) {
-        /* granule g0 + kTpr j: chunk kTpr j / 8, g0 + kTpr j % 8 in it */
-        cp_async_16z(dst + (kTpr * j >> 3) * c.qchunk + sw128_granule(r, g0 + (kTpr * j & 7u)),
-                     src + 16u * kTpr * j, live ? 16u : 0u);
-    }
-}
-
 /*
  * The narrow FP8 Q tile (16 rows, swizzled like load_q's), its dims
  * permuted to match the K fragments the consumers build in registers
@@ -146,9 +117,9 @@ MLA_DEV QGranule q_granule(const mla_decode_params &p, const Cta &c, uint32_t i)
     return q;
 }
 
-/* A thread's row of the tile, THREADS / ROWS threads a row (as load_q's):
- * its source row, computed once, and its first granule g0; its granules
- * are g0 + (THREADS / ROWS) k. */
+/* A thread's row of the tile, THREADS / ROWS threads a row: its source
+ * row, computed once, and its first granule g0; its granules are g0 +
+ * (THREADS / ROWS) k. */
 struct QRow {
     const uint8_t *src; /* the row in Q (a dead row: Q's first, never read) */
     uint32_t r, g0;
@@ -182,6 +153,33 @@ MLA_DEV QGranule q_granule(const Cta &c, const QRow &row, uint32_t k)
             sw128_granule(row.r, row.g0 + (kTpr * k & 7u));
     q.ch = ch;
     return q;
+}
+
+/* Q rows 0 .. NROWS - 1 (64, or 16 in the narrow layout) of this M tile
+ * into the swizzled Q tile (chunks of c.qchunk bytes); rows past rows_here
+ * are zeros (their scores are never used, but must not be NaN garbage
+ * inside the MMA).  NTHREADS threads, NTHREADS / NROWS to a row (the wide
+ * BF16 kernel's two consumer warpgroups: 4, 18 granules of 16 bytes
+ * each; the narrow BF16 kernel's converter warpgroup: 8, 9 each), all in
+ * flight at once as cp.async copies.  A thread's granules are one row's
+ * (q_row), so its source row (a division by heads_per_kv) is computed
+ * once and its copies differ by constants: this code runs once a CTA,
+ * cold, on the path to the first scores.  The caller waits for them
+ * (cp_async_wait_all). */
+template <uint32_t NROWS, uint32_t NTHREADS>
+MLA_DEV void load_q(const mla_decode_params &p, const Cta &c, uint32_t tid)
+{
+    constexpr uint32_t kTpr = NTHREADS / NROWS, kPer = 72u / kTpr;
+    const QRow row = q_row<NROWS, NTHREADS>(p, c, tid);
+    const uint8_t *src = row.src + 16u * row.g0;
+    const uint32_t dst = c.sq + (row.r >> 3) * 1024u + (row.r & 7u) * 128u;
+#pragma unroll
+    for (uint32_t j = 0; j < kPer; j++) {
+        /* granule g0 + kTpr j: chunk kTpr j / 8, g0 + kTpr j % 8 in it */
+        cp_async_16z(dst + (kTpr * j >> 3) * c.qchunk +
+                         sw128_granule(row.r, row.g0 + (kTpr * j & 7u)),
+                     src + 16u * kTpr * j, row.live ? 16u : 0u);
+    }
 }
 
 /* BF16 as it is, all in flight as cp.async copies; the caller waits

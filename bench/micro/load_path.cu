@@ -151,11 +151,6 @@ __global__ void __launch_bounds__(1024) stream_read(const uint4 *p, size_t n, ui
         *out = acc;
 }
 
-typedef CUresult (*EncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                                const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-                                const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
 struct Run {
     double us, first, mid, last; /* time; CTA ends after the earliest start */
 };
@@ -205,34 +200,17 @@ Run timed(F launch, unsigned long long *d_stamps, int nctas)
 int main(int argc, char **argv)
 {
     const int tiles = argc > 1 ? atoi(argv[1]) : 128;
-    int dev = 0, nsm = 0;
-    CK(cudaSetDevice(dev));
-    CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev));
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, dev));
+    const int nsm = micro_device(&prop);
     const size_t pages = (size_t)nsm * tiles, max_bytes = pages * kRows * 1152u;
-    uint8_t *kv;
-    int *bt;
+    MicroCache cache = micro_cache(pages, kRows * 1152u);
+    uint8_t *kv = cache.kv;
+    int *bt = cache.bt;
     unsigned long long *stamps;
     uint32_t *sink;
-    CK(cudaMalloc(&kv, max_bytes));
-    CK(cudaMemset(kv, 0x3c, max_bytes));
-    CK(cudaMalloc(&bt, pages * sizeof(int)));
     CK(cudaMalloc(&stamps, 2 * (size_t)nsm * 8));
     CK(cudaMalloc(&sink, 4));
-    std::vector<int> perm(pages);
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), std::mt19937(1234));
-    CK(cudaMemcpy(bt, perm.data(), pages * sizeof(int), cudaMemcpyHostToDevice));
-
-    EncodeTiled encode = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode, 12000,
-                                         cudaEnableDefault, &q));
-    if (!encode || q != cudaDriverEntryPointSuccess) {
-        fprintf(stderr, "no cuTensorMapEncodeTiled\n");
-        return 1;
-    }
+    const MicroEncodeTiled encode = micro_encode_tiled();
     CK(cudaFuncSetAttribute(ring<TMA>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     CK(cudaFuncSetAttribute(ring<BULK>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
 
@@ -303,8 +281,7 @@ int main(int argc, char **argv)
                g.c == BULK ? "-" : g.promo == P128 ? "128" : g.promo ? "256" : "none", g.nst,
                g.alt, g.delay, g.ef, r.us, tbs, 100.0 * tbs / roof_tbs, r.first, r.mid, r.last);
     }
-    CK(cudaFree(kv));
-    CK(cudaFree(bt));
+    micro_cache_free(cache);
     CK(cudaFree(stamps));
     CK(cudaFree(sink));
     return 0;

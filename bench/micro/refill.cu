@@ -221,36 +221,15 @@ double pct(std::vector<long long> &v, double q)
 int main(int argc, char **argv)
 {
     const int tiles = argc > 1 ? atoi(argv[1]) : 128;
-    int dev = 0, nsm = 0;
-    CK(cudaSetDevice(dev));
-    CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev));
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, dev));
-    const size_t pages = (size_t)nsm * tiles, bytes = pages * kRows * 1152u;
-    uint8_t *kv;
-    int *bt;
+    const int nsm = micro_device(&prop);
+    const size_t pages = (size_t)nsm * tiles;
+    MicroCache cache = micro_cache(pages, kTile);
+    uint8_t *kv = cache.kv;
+    int *bt = cache.bt;
     long long *stamps;
-    CK(cudaMalloc(&kv, bytes));
-    CK(cudaMemset(kv, 0x3c, bytes));
-    CK(cudaMalloc(&bt, pages * sizeof(int)));
     CK(cudaMalloc(&stamps, 3 * pages * sizeof(long long)));
-    std::vector<int> perm(pages);
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), std::mt19937(1234));
-    CK(cudaMemcpy(bt, perm.data(), pages * sizeof(int), cudaMemcpyHostToDevice));
-
-    typedef CUresult (*EncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                                    const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-                                    const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                    CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-    EncodeTiled encode = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode, 12000,
-                                         cudaEnableDefault, &q));
-    if (!encode || q != cudaDriverEntryPointSuccess) {
-        fprintf(stderr, "no cuTensorMapEncodeTiled\n");
-        return 1;
-    }
+    const MicroEncodeTiled encode = micro_encode_tiled();
     CUtensorMap map;
     const cuuint64_t dims[3] = {576, 1, pages * kRows}, strides[2] = {1152, 1152};
     const cuuint32_t box[3] = {64, 1, kRows}, estr[3] = {1, 1, 1};
@@ -332,8 +311,7 @@ int main(int argc, char **argv)
         CK(cudaEventDestroy(e0));
         CK(cudaEventDestroy(e1));
     }
-    CK(cudaFree(kv));
-    CK(cudaFree(bt));
+    micro_cache_free(cache);
     CK(cudaFree(stamps));
     return 0;
 }

@@ -26,9 +26,14 @@
  * rate (each byte counted once) and the rate into the SMs (r times
  * that), the refill latency (issue to landing, clocks; median, p10, p90
  * over every tile of the third launch but each CTA's first two, which
- * start at once) and the time a tile waits for its stage (the loader's
- * acquire, from the previous landing of that stage: the consumers'
- * delay plus the other CTAs' lag).
+ * start at once) and how long a stage is held (from a tile's landing to
+ * the issue of the next one into its stage: the consumers' delay, their
+ * release, and in a cluster the other CTAs' lag).  In a cluster the
+ * latency is from this CTA's own issue, and a tile lands only once every
+ * CTA issued its boxes, so it includes the others' lag (clocks of
+ * different SMs do not compare).  Every row of a reader count runs the
+ * same CTAs: as many groups of r as can be resident at once in clusters
+ * of r.
  *
  * Build (sm_90a only):
  *   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 \
@@ -113,10 +118,11 @@ constexpr uint32_t kStages = 2;
 constexpr uint32_t kWarps = 4;       /* consumer warps */
 constexpr uint32_t kThreads = 32 * (2 + kWarps); /* loader, watcher, consumers */
 constexpr uint32_t kSmem = 3 * kTile + 1024;
+constexpr int kMaxTiles = 1024; /* a request's block-table row, in shared memory */
 
 struct Args {
     const int *bt;
-    long long *stamps; /* per CTA and tile: issue, landing, acquire wait */
+    long long *stamps; /* per CTA and tile: issue, landing */
     int tiles;         /* a request */
     uint32_t readers;  /* CTAs a request */
     uint32_t delay;    /* clocks a tile, a consumer warp */
@@ -127,6 +133,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 {
     extern __shared__ __align__(1024) uint8_t smem[];
     __shared__ __align__(8) uint64_t bars[2 * kStages];
+    __shared__ int pages[kMaxTiles];
     const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;
     const uint32_t stage0 = base + kTile; /* after the stand-in for Q */
     const uint32_t loaded = smem_u32(bars), fre = loaded + 8u * kStages;
@@ -139,25 +146,27 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         fence_mbar_init();
     }
+    /* The request's pages first, so that no block-table load counts
+     * toward a refill. */
+    const int *bt = a.bt + (size_t)(blockIdx.x / a.readers) * a.tiles;
+    for (int t = (int)tid; t < a.tiles; t += (int)kThreads)
+        pages[t] = bt[t];
     if (ncta > 1)
         cluster_sync();
     else
         __syncthreads();
-    const uint32_t req = blockIdx.x / a.readers;
-    const int *bt = a.bt + (size_t)req * a.tiles;
-    long long *st = a.stamps + 3 * (size_t)blockIdx.x * a.tiles;
+    long long *st = a.stamps + 2 * (size_t)blockIdx.x * a.tiles;
     if (warp == 0) {
         if (lane == 0) {
             const uint64_t pol = policy_evict_first();
             for (int t = 0; t < a.tiles; t++) {
                 const uint32_t s = (uint32_t)t % kStages, ph = ((uint32_t)t / kStages) & 1u;
-                const int page = __ldg(bt + t);
-                const long long w0 = clock64();
+                const int page = pages[t];
                 if (ncta > 1)
                     mbar_wait_cluster(fre + 8u * s, ph ^ 1u);
                 else
                     mbar_wait(fre + 8u * s, ph ^ 1u);
-                const long long w1 = clock64();
+                const long long issue = clock64();
                 const uint32_t bar = loaded + 8u * s, dst = stage0 + s * kTile;
                 mbar_arrive_expect_tx(bar, kTile);
                 for (int k = 0; k < 9; k++) {
@@ -169,15 +178,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                                        page * (int)kRows, bar, (uint16_t)((1u << ncta) - 1u),
                                        pol);
                 }
-                st[3 * t] = w1;
-                st[3 * t + 2] = w1 - w0;
+                st[2 * t] = issue;
             }
         }
     } else if (warp == 1) {
         if (lane == 0)
             for (int t = 0; t < a.tiles; t++) {
                 mbar_wait(loaded + 8u * ((uint32_t)t % kStages), ((uint32_t)t / kStages) & 1u);
-                st[3 * t + 1] = clock64();
+                st[2 * t + 1] = clock64();
             }
     } else {
         uint32_t sink = 0;
@@ -207,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 struct Run {
     double us;
     double lat[3];  /* refill latency, clocks: median, p10, p90 */
-    double wait[2]; /* the loader's acquire wait, clocks: median, p90 */
+    double held[2]; /* a stage from its landing to its next issue, clocks: median, p90 */
 };
 
 double pct(std::vector<long long> &v, double q)
@@ -221,6 +229,10 @@ double pct(std::vector<long long> &v, double q)
 int main(int argc, char **argv)
 {
     const int tiles = argc > 1 ? atoi(argv[1]) : 128;
+    if (tiles < 3 || tiles > kMaxTiles) {
+        fprintf(stderr, "tiles: 3 to %d\n", kMaxTiles);
+        return 1;
+    }
     cudaDeviceProp prop;
     const int nsm = micro_device(&prop);
     const size_t pages = (size_t)nsm * tiles;
@@ -228,7 +240,7 @@ int main(int argc, char **argv)
     uint8_t *kv = cache.kv;
     int *bt = cache.bt;
     long long *stamps;
-    CK(cudaMalloc(&stamps, 3 * pages * sizeof(long long)));
+    CK(cudaMalloc(&stamps, 2 * pages * sizeof(long long)));
     const MicroEncodeTiled encode = micro_encode_tiled();
     CUtensorMap map;
     const cuuint64_t dims[3] = {576, 1, pages * kRows}, strides[2] = {1152, 1152};
@@ -244,7 +256,7 @@ int main(int argc, char **argv)
 
     printf("%s, %d SMs, %d tiles of 64 rows a CTA, two 72-KB stages\n", prop.name, nsm, tiles);
     printf("%7s %3s %5s %6s %9s %9s %8s %22s %14s\n", "readers", "mc", "ctas", "delay", "us",
-           "DRAM TB/s", "SM TB/s", "refill clk p50/p10/p90", "wait p50/p90");
+           "DRAM TB/s", "SM TB/s", "refill clk p50/p10/p90", "held p50/p90");
     struct Cfg {
         uint32_t readers, mc, delay;
     };
@@ -255,24 +267,27 @@ int main(int argc, char **argv)
     for (const Cfg &g : cfgs) {
         /* One wave: as many requests as fill the SMs with r CTAs each
          * (in clusters: as many clusters as can be resident at once). */
-        int ctas = nsm / (int)g.readers * (int)g.readers;
         Args a{bt, stamps, tiles, g.readers, g.delay};
         cudaLaunchConfig_t cfg = {};
         cudaLaunchAttribute at[1];
-        cfg.gridDim = dim3((unsigned)ctas);
         cfg.blockDim = dim3(kThreads);
         cfg.dynamicSmemBytes = kSmem;
         at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = g.mc ? g.readers : 1;
+        at[0].val.clusterDim.x = g.readers;
         at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
         cfg.attrs = at;
         cfg.numAttrs = 1;
-        if (g.mc) {
-            int nc = 0;
-            CK(cudaOccupancyMaxActiveClusters(&nc, ring, &cfg));
-            ctas = std::min(ctas, nc * (int)g.readers);
-            cfg.gridDim = dim3((unsigned)ctas);
+        /* One wave of requests, the same CTAs with or without clusters:
+         * as many clusters of r as can be resident at once. */
+        int nc = 0;
+        CK(cudaOccupancyMaxActiveClusters(&nc, ring, &cfg));
+        const int ctas = std::min(nsm / (int)g.readers, nc) * (int)g.readers;
+        if (ctas < 1) {
+            fprintf(stderr, "no cluster of %u fits\n", g.readers);
+            return 1;
         }
+        cfg.gridDim = dim3((unsigned)ctas);
+        at[0].val.clusterDim.x = g.mc ? g.readers : 1;
         cudaEvent_t e0, e1;
         CK(cudaEventCreate(&e0));
         CK(cudaEventCreate(&e1));
@@ -287,19 +302,19 @@ int main(int argc, char **argv)
             CK(cudaEventElapsedTime(&ms, e0, e1));
             t.push_back(ms * 1e3);
             if (i == 2) {
-                std::vector<long long> s(3 * (size_t)ctas * tiles), lat, wait;
+                std::vector<long long> s(2 * (size_t)ctas * tiles), lat, held;
                 CK(cudaMemcpy(s.data(), stamps, s.size() * 8, cudaMemcpyDeviceToHost));
                 for (int c = 0; c < ctas; c++)
                     for (int k = (int)kStages; k < tiles; k++) {
-                        const long long *x = &s[3 * ((size_t)c * tiles + k)];
+                        const long long *x = &s[2 * ((size_t)c * tiles + k)];
                         lat.push_back(x[1] - x[0]);
-                        wait.push_back(x[2]);
+                        held.push_back(x[0] - x[1 - 2 * (int)kStages]);
                     }
                 r.lat[0] = pct(lat, 0.5);
                 r.lat[1] = pct(lat, 0.1);
                 r.lat[2] = pct(lat, 0.9);
-                r.wait[0] = pct(wait, 0.5);
-                r.wait[1] = pct(wait, 0.9);
+                r.held[0] = pct(held, 0.5);
+                r.held[1] = pct(held, 0.9);
             }
         }
         std::sort(t.begin(), t.end());
@@ -307,7 +322,7 @@ int main(int argc, char **argv)
         const double uniq = (double)ctas / g.readers * tiles * kTile;
         printf("%7u %3u %5d %6u %9.1f %9.3f %8.3f %8.0f/%5.0f/%6.0f %7.0f/%6.0f\n", g.readers,
                g.mc, ctas, g.delay, r.us, uniq / r.us * 1e-6, uniq * g.readers / r.us * 1e-6, r.lat[0],
-               r.lat[1], r.lat[2], r.wait[0], r.wait[1]);
+               r.lat[1], r.lat[2], r.held[0], r.held[1]);
         CK(cudaEventDestroy(e0));
         CK(cudaEventDestroy(e1));
     }

@@ -34,8 +34,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <numeric>
-#include <random>
 #include <vector>
 
 #include "micro.h"

@@ -48,8 +48,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <numeric>
-#include <random>
 #include <vector>
 
 #include "micro.h"
@@ -245,10 +243,10 @@ int main(int argc, char **argv)
     CUtensorMap map;
     const cuuint64_t dims[3] = {576, 1, pages * kRows}, strides[2] = {1152, 1152};
     const cuuint32_t box[3] = {64, 1, kRows}, estr[3] = {1, 1, 1};
-    if (encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, kv, dims, strides, box,
-                               estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                               CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+    if (encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, kv, dims, strides, box, estr,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
         fprintf(stderr, "cuTensorMapEncodeTiled failed\n");
         return 1;
     }
@@ -265,8 +263,6 @@ int main(int argc, char **argv)
         for (Cfg c : {Cfg{1, 0, d}, Cfg{2, 0, d}, Cfg{2, 1, d}, Cfg{4, 0, d}, Cfg{4, 1, d}})
             cfgs.push_back(c);
     for (const Cfg &g : cfgs) {
-        /* One wave: as many requests as fill the SMs with r CTAs each
-         * (in clusters: as many clusters as can be resident at once). */
         Args a{bt, stamps, tiles, g.readers, g.delay};
         cudaLaunchConfig_t cfg = {};
         cudaLaunchAttribute at[1];

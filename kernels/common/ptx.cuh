@@ -112,6 +112,16 @@ MLA_DEV uint64_t policy_evict_normal()
     return pol;
 }
 
+/* The L2 policy of every decode kernel's KV stream: evict-first, even
+ * where another M tile's CTA reads the same tile.  Kept evict-normal
+ * there, the stream pushed the schedule's and the combine's lines out of
+ * L2 instead (sm_90a wide BF16 h128 b8 s4096: the schedule kernel 8.6 ->
+ * 4.4 us, the call 47.2 -> 40.6; doc/performance.md, Small batches). */
+MLA_DEV uint64_t policy_kv_stream()
+{
+    return policy_evict_first();
+}
+
 /* dst and src 16-byte aligned, bytes a multiple of 16. */
 MLA_DEV void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar, uint64_t pol)
 {

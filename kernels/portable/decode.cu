@@ -83,8 +83,7 @@ MLA_DEV void load_role(const mla_decode_params &p, const Cta &c, uint32_t lane)
     constexpr uint32_t RB = FMT == MLA_FMT_BF16 ? 1152 : FMT == MLA_FMT_FP8_E4M3 ? 576 : 656;
     constexpr uint32_t DST = FMT == MLA_FMT_BF16 ? 0 : MLA_STAGE_FP8_OFFSET;
     const uint64_t pol_q = policy_evict_normal();
-    /* KV read by one CTA only: let it leave L2 first. */
-    const uint64_t pol_kv = p.m_blocks == 1 ? policy_evict_first() : pol_q;
+    const uint64_t pol_kv = policy_kv_stream();
     const uint32_t bar_q = c.bars + kBarQ;
 
     /* Q: rows past `rows` are zeros (their scores are never used, but

@@ -34,10 +34,7 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     static_assert(kBulk || FMT == MLA_FMT_BF16, "FP8 tiles land by bulk copies");
     if (!kBulk)
         prefetch_tensormap(map0);
-    /* KV leaves L2 first, even where a second M tile's CTA reads the same
-     * tile: kept, the stream pushed the schedule's and the combine's
-     * lines out of L2 instead. */
-    const uint64_t pol = policy_evict_first();
+    const uint64_t pol = policy_kv_stream();
     const int32_t *bt = (const int32_t *)p.block_table + (int64_t)c.b * p.max_pages_per_seq;
     const int spr = FMT == MLA_FMT_FP8_E4M3 ? p.scales_per_row : 0;
     const uint32_t sbytes = kBN * 4u * (uint32_t)spr;

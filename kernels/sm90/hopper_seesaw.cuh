@@ -207,6 +207,69 @@ struct SeesawConsumer {
         c.pipe().consumer_release(st);
     }
 
+    /* WG 0's pair: S_a, its softmax, P_a handed over, P_a V_a,L; then
+     * P_b V_b,L once WG 1 handed m_b and P_b over. */
+    MLA_DEV void pair_wg0(int ta, bool has_b, const PipeState &sa, const PipeState &sb)
+    {
+        float f[2];
+        scores(ta, sa);
+        scores_done();
+        softmax(ta, f);
+        hand_over(0, true, c.bars + kBarToWg1);
+        rescale(f); /* every wgmma of this WG has retired */
+        pv_own(0);
+        retire(sa);
+        take_max(c.bars + kBarToWg0, sa.phase, f);
+        rescale(f);
+        if (has_b) {
+            pv_shared(1);
+            retire(sb);
+        }
+    }
+
+    /* WG 1's pair in order: P_a V_a,R once WG 0 handed m_a and P_a over,
+     * S_b queued behind it, its softmax, P_b handed over, P_b V_b,R. */
+    MLA_DEV void pair_wg1(int ta, bool has_b, const PipeState &sa, const PipeState &sb)
+    {
+        float f[2];
+        take_max(c.bars + kBarToWg1, sa.phase, f);
+        rescale(f); /* every wgmma of this WG has retired */
+        pv_shared(0);
+        if (has_b) {
+            scores(ta + 1, sb);
+            retire_before_scores(sa);
+            scores_done();
+            softmax(ta + 1, f);
+            hand_over(1, true, c.bars + kBarToWg0);
+            rescale(f);
+            pv_own(1);
+            retire(sb);
+        } else {
+            retire(sa);
+            hand_over(1, false, c.bars + kBarToWg0);
+        }
+    }
+
+    /* WG 1's pair with S_b first: queued before m_a is taken, so that it
+     * fills the tensor pipe through WG 0's softmax and WG 1's own softmax
+     * runs while P_a V_a,R does. */
+    MLA_DEV void pair_wg1_ahead(int ta, const PipeState &sa, const PipeState &sb)
+    {
+        float f[2];
+        scores(ta + 1, sb);
+        take_max(c.bars + kBarToWg1, sa.phase, f);
+        rescale(f); /* S_b in flight writes s, not O */
+        pv_shared(0);
+        wg_wait<1>(); /* S_b */
+        wg_hold(s);
+        softmax(ta + 1, f);
+        hand_over(1, true, c.bars + kBarToWg0);
+        retire(sa);
+        rescale(f);
+        pv_own(1);
+        retire(sb);
+    }
+
     MLA_DEV void run()
     {
         /* Both warpgroups load the Q tile, as the converter does in the
@@ -216,51 +279,31 @@ struct SeesawConsumer {
         fence_proxy_async(); /* wgmma reads the tile through the async proxy */
         mbar_arrive(c.bars + kBarQ);
         mbar_wait(c.bars + kBarQ, 0);
-        const uint32_t to1 = c.bars + kBarToWg1, to0 = c.bars + kBarToWg0;
         PipeState sa, sb;
         sa.init();
         sb.init();
         sb.stage = 1;
-        /* WG 1 queues the odd tile's scores behind its P V of the even
-         * one before it waits for that P V, so that the tensor pipe does
-         * not drain between the two.  (WG 0 cannot do the same across
-         * pairs: wgmmas in flight over the loop's back edge make ptxas
-         * serialize every wgmma, C7518.) */
-        for (int ta = c.t0; ta < c.t1; ta += 2) {
+        /* WG 1 scores the odd tile ahead from the piece's second pair on.
+         * In the first, both tiles land at once and S_b would slow S_a,
+         * which every step of the pair waits for.  (The first pair is
+         * peeled: the choice inside the loop made ptxas serialize every
+         * wgmma, C7518, as do wgmmas in flight over the back edge, which
+         * is why WG 0 does not queue the next S_a.) */
+        int ta = c.t0;
+        if (wg == 1 && ta < c.t1) {
+            pair_wg1(ta, ta + 1 < c.t1, sa, sb);
+            sa.phase ^= 1u;
+            sb.phase ^= 1u;
+            ta += 2;
+        }
+        for (; ta < c.t1; ta += 2) {
             const bool has_b = ta + 1 < c.t1;
-            float f[2];
-            if (wg == 0) {
-                scores(ta, sa);
-                scores_done();
-                softmax(ta, f);
-                hand_over(0, true, to1);
-                rescale(f); /* every wgmma of this WG has retired */
-                pv_own(0);
-                retire(sa);
-                take_max(to0, sa.phase, f);
-                rescale(f);
-                if (has_b) {
-                    pv_shared(1);
-                    retire(sb);
-                }
-            } else {
-                take_max(to1, sa.phase, f);
-                rescale(f); /* every wgmma of this WG has retired */
-                pv_shared(0);
-                if (has_b) {
-                    scores(ta + 1, sb);
-                    retire_before_scores(sa);
-                    scores_done();
-                    softmax(ta + 1, f);
-                    hand_over(1, true, to0);
-                    rescale(f);
-                    pv_own(1);
-                    retire(sb);
-                } else {
-                    retire(sa);
-                    hand_over(1, false, to0);
-                }
-            }
+            if (wg == 0)
+                pair_wg0(ta, has_b, sa, sb);
+            else if (has_b)
+                pair_wg1_ahead(ta, sa, sb);
+            else
+                pair_wg1(ta, false, sa, sb);
             sa.phase ^= 1u;
             sb.phase ^= 1u;
         }

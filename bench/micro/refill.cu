@@ -266,6 +266,7 @@ int main(int argc, char **argv)
         Args a{bt, stamps, tiles, g.readers, g.delay};
         cudaLaunchConfig_t cfg = {};
         cudaLaunchAttribute at[1];
+        cfg.gridDim = dim3(g.readers); /* the query wants a grid the cluster divides */
         cfg.blockDim = dim3(kThreads);
         cfg.dynamicSmemBytes = kSmem;
         at[0].id = cudaLaunchAttributeClusterDimension;

@@ -14,15 +14,21 @@
  *   WG 0: S_a = Q K_a^T; m_a = max(m, rowmax S_a); P_a; hand m_a, P_a to
  *         WG 1; O_L = O_L x + P_a V_a,L; free stage 0; take m_b from WG 1;
  *         O_L = O_L y + P_b V_b,L; free stage 1;
- *   WG 1: take m_a; O_R = O_R x + P_a V_a,R; S_b = Q K_b^T (queued behind
- *         it); free stage 0; m_b = max(m_a, rowmax S_b); P_b; hand m_b,
- *         P_b to WG 0; O_R = O_R y + P_b V_b,R; free stage 1
+ *   WG 1: S_b = Q K_b^T; take m_a; O_R = O_R x + P_a V_a,R (queued
+ *         behind S_b); m_b = max(m_a, rowmax S_b); P_b; hand m_b, P_b to
+ *         WG 0; free stage 0; O_R = O_R y + P_b V_b,R; free stage 1
  *
- * (x, y: the factors of the old maxima).  Stage 0 is freed as soon as
- * both P V of its tile retired, before the odd tile is needed, so the
- * loader refills it while stage 1 is consumed: with two 72-KB stages the
- * loads are the limit at 128 heads, and a stage held until the end of the
- * pair would leave the loader idle.  Both warpgroups end every pair with
+ * (x, y: the factors of the old maxima).  S_b fills the tensor pipe
+ * while WG 0 computes its softmax, and WG 1's softmax runs while its
+ * P_a V_a,R does: each softmax would otherwise leave the pipe idle.  In a
+ * piece's first pair WG 1 goes in the older order (take m_a, P_a V_a,R,
+ * then S_b): both tiles land at once there, and S_b would share the
+ * pipe with S_a, which every step of the pair waits for (at b8, 0.2-0.6
+ * us faster than the new order there; doc/performance.md).  Stage 0 is
+ * freed as soon as both P V of its tile retired, before the odd tile is
+ * needed, so the loader refills it while stage 1 is consumed: with two
+ * 72-KB stages the loads are the limit at 128 heads, and a stage held
+ * until the end of the pair would leave the loader idle.  Both warpgroups end every pair with
  * the same maximum; each keeps the row sum of its own tile's P, and the
  * two sums add at the end.  The maxima pass through the stage-scale area
  * (unused with BF16), ordered by the mbarriers to_wg1 / to_wg0 (one
@@ -283,12 +289,10 @@ struct SeesawConsumer {
         sa.init();
         sb.init();
         sb.stage = 1;
-        /* WG 1 scores the odd tile ahead from the piece's second pair on.
-         * In the first, both tiles land at once and S_b would slow S_a,
-         * which every step of the pair waits for.  (The first pair is
+        /* WG 1's first pair in the older order (the header says why),
          * peeled: the choice inside the loop made ptxas serialize every
-         * wgmma, C7518, as do wgmmas in flight over the back edge, which
-         * is why WG 0 does not queue the next S_a.) */
+         * wgmma (C7518), as do wgmmas in flight over the back edge, which
+         * is why WG 0 does not queue the next S_a. */
         int ta = c.t0;
         if (wg == 1 && ta < c.t1) {
             pair_wg1(ta, ta + 1 < c.t1, sa, sb);

@@ -25,12 +25,14 @@
  * then S_b): both tiles land at once there, and S_b would share the
  * pipe with S_a, which every step of the pair waits for (at b8, 0.2-0.6
  * us faster than the new order there; doc/performance.md).  Stage 0 is
- * freed as soon as both P V of its tile retired, before the odd tile is
- * needed, so the loader refills it while stage 1 is consumed: with two
- * 72-KB stages the loads are the limit at 128 heads, and a stage held
- * until the end of the pair would leave the loader idle.  Both warpgroups end every pair with
- * the same maximum; each keeps the row sum of its own tile's P, and the
- * two sums add at the end.  The maxima pass through the stage-scale area
+ * freed in the middle of the pair, once both P V of its tile retired (in
+ * the new order after WG 1's softmax and hand-over, about 300 clocks
+ * later than in the older one), so the loader refills it while stage 1
+ * is consumed: with two 72-KB stages the loads are the limit at 128
+ * heads, and a stage held until the end of the pair would leave the
+ * loader idle.  Both warpgroups end every pair with the same maximum;
+ * each keeps the row sum of its own tile's P, and the two sums add at
+ * the end.  The maxima pass through the stage-scale area
  * (unused with BF16), ordered by the mbarriers to_wg1 / to_wg0 (one
  * phase per pair; each side writes its next value only after it waited
  * for the other's, so one word per row and side suffices).
@@ -265,7 +267,7 @@ struct SeesawConsumer {
         scores(ta + 1, sb);
         take_max(c.bars + kBarToWg1, sa.phase, f);
         rescale(f); /* S_b in flight writes s, not O */
-        pv_shared(0);
+        pv_shared(0); /* P_a from shared memory: softmax may write pf under it */
         wg_wait<1>(); /* S_b */
         wg_hold(s);
         softmax(ta + 1, f);

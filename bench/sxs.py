@@ -40,6 +40,10 @@ small batches that cache stays in L2 from one call to the next.
 ask for then stays in L2, and the times are the kernels' without DRAM (for a load-bound kernel: how far its
 consumers are from the loads).
 
+--trace-dir DIR, for builds configured with --enable-kernel-trace (their build info ends in "trace"): their
+workspaces start zeroed, and after each shape's timing the wide BF16 kernel's step stamps of the last call (the
+workspace's last MiB) go to DIR/LABEL-SHAPE.bin, for bench/trace.py.  The stamps make that build slower.
+
 --lib may be repeated, as [LABEL=]PATH[@KERNEL], to time several builds (or forced kernels) of libmla against
 the same FlashMLA times in one process: one row per build and shape, the build's label first.  A build that
 cannot run a shape (a forced kernel that does not serve it) gets a row saying so.
@@ -67,6 +71,8 @@ FMT = {"bf16": 0, "e4m3": 1, "ds_mla": 2}
 # MLA_XPARAM_KERNEL (mla_experimental.h) and the names of its values, in value order (MLA_XKERNEL_NAMES).
 P_XKERNEL = 0x10000
 XKERNELS = ["auto", "portable", "hopper", "hopper-wide", "hopper-narrow", "hopper-wide8"]
+# MLA_TRACE_BYTES (kernels/common/mla_params.h): a kernel trace build's step stamps, the workspace's last bytes.
+TRACE_BYTES = 16 * 4 * 256 * 8 * 8
 
 # (format, heads, batch, q_len, seq_len, dist): FlashMLA's standard grid, then the length mixes.
 PRESET = [
@@ -112,6 +118,7 @@ class Mla:
         if st:
             raise RuntimeError("mla_context_create: " + L.mla_status_string(st).decode())
         self.info = L.mla_build_info().decode()
+        self.traced = self.info.endswith(" trace")
 
     def check(self, st, what):
         if st:
@@ -196,7 +203,8 @@ class MlaCall:
         n = C.c_size_t()
         mla.check(mla.L.mla_plan_workspace_size(self.plan, C.byref(n)), "mla_plan_workspace_size")
         self.nws = n.value
-        self.ws = torch.empty(n.value, dtype=torch.uint8, device=DEV)
+        # A trace build's stamps: zeros where a CTA wrote none.
+        self.ws = (torch.zeros if mla.traced else torch.empty)(n.value, dtype=torch.uint8, device=DEV)
         self.out = torch.empty(pb.b, pb.s_q, pb.h_q, 512, dtype=torch.bfloat16, device=DEV)
         self.lse = torch.empty(pb.b, pb.h_q, pb.s_q, dtype=torch.float32, device=DEV)
 
@@ -426,6 +434,7 @@ def main():
                     help="also print each kernel's mean duration in the decode and FlashMLA graphs")
     ap.add_argument("--hot-pages", action="store_true",
                     help="request b reads pages 2b, 2b + 1 in turn: the cache stays in L2 (a diagnostic)")
+    ap.add_argument("--trace-dir", help="save the step stamps of kernel trace builds here (see above)")
     ap.add_argument("--interleave", action="store_true",
                     help="per shape, capture every graph first and replay them in turns, for comparing builds "
                     "(see Timing)")
@@ -527,6 +536,11 @@ def main():
             label, kname, call, cd, cd2, ok, s_dec, s_step = (
                 run[k] for k in ("label", "kname", "call", "cd", "cd2", "ok", "s_dec", "s_step"))
             t_dec, t_step = tm.t(s_dec), tm.t(s_step)
+            if a.trace_dir and call.mla.traced:
+                os.makedirs(a.trace_dir, exist_ok=True)
+                name = f"{label}-{fmt_name.replace('/', '_')}-h{h}-b{b}-q{q}-s{s}-{dist}.bin"
+                with open(os.path.join(a.trace_dir, name), "wb") as f:
+                    f.write(bytes(call.ws[-TRACE_BYTES:].cpu().tolist()))
             call.close()
             flops = 2 * 1088 * h * q * pb.total
             kv_bytes = pb.total * rowb

@@ -16,6 +16,12 @@
 #define MLA_BACKENDS "cpu"
 #endif
 
+#ifdef MLA_KERNEL_TRACE
+#define MLA_TRACE_INFO " trace"
+#else
+#define MLA_TRACE_INFO ""
+#endif
+
 unsigned mla_version_number(void)
 {
     return MLA_VERSION_NUMBER;
@@ -29,5 +35,5 @@ const char *mla_version_string(void)
 const char *mla_build_info(void)
 {
     return "version=" MLA_VERSION_STRING " cuda=" MLA_CUDA_VERSION_STRING
-           " archs=" MLA_CUDA_ARCHS_STRING " backends=" MLA_BACKENDS;
+           " archs=" MLA_CUDA_ARCHS_STRING " backends=" MLA_BACKENDS MLA_TRACE_INFO;
 }

@@ -42,6 +42,16 @@
 #define MLA_WS_HEADER_BYTES 256
 #define MLA_WS_FLAGS_OFFSET 64
 #define MLA_SCHEDULE_MAX_CHECK_CTAS 176 /* flags fit the header: 64 + 176 + 16 */
+/* Kernel trace builds (configure --enable-kernel-trace): the first
+ * MLA_TRACE_CTAS CTAs of the wide BF16 decode grid stamp clock64 at the
+ * steps of their pairs of tiles into the workspace's last
+ * MLA_TRACE_BYTES: uint64 [cta][role][pair][step] (kernels/common/trace.cuh
+ * names them; bench/trace.py reads them). */
+#define MLA_TRACE_CTAS 16
+#define MLA_TRACE_ROLES 4
+#define MLA_TRACE_PAIRS 256
+#define MLA_TRACE_STEPS 8
+#define MLA_TRACE_BYTES (MLA_TRACE_CTAS * MLA_TRACE_ROLES * MLA_TRACE_PAIRS * MLA_TRACE_STEPS * 8)
 /* "MLAW": a header some decode or schedule call has written. */
 #define MLA_WS_MAGIC 0x57414c4du
 
@@ -103,6 +113,11 @@ struct mla_decode_params {
                                unscaled, so the kernel divides its part of q.k
                                by out_scale (exact for powers of two) */
     float out_scale;        /* kv_scale (V dequant, applied in fp32); 1 for BF16 */
+
+    /* Kernel trace builds: the byte offset of the step stamps in the
+     * workspace (MLA_TRACE_BYTES); else 0.  Last, so that the other
+     * fields keep their places. */
+    uint64_t ws_trace;
 };
 
 /* Parameters of the KV append kernel. */

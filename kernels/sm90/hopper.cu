@@ -160,8 +160,12 @@ MLA_DEV void decode(const mla_hopper_params &hp)
             NarrowConsumer cons(p, c, warp >> 2, warp & 3u, lane);
             cons.run();
         } else {
+            if (threadIdx.x == 0)
+                trace_cta(p, false, c.t0, c.t1, c.b, c.kh);
             SeesawConsumer cons(p, c, warp >> 2, warp & 3u, lane);
             cons.run();
+            if (threadIdx.x == 0)
+                trace_cta(p, true, c.t0, c.t1, c.b, c.kh);
         }
     } else if constexpr (kNoConverter<FMT, NARROW>) {
         /* Warps 8-11 (the setmaxnreg of a warpgroup is executed by all

@@ -10,6 +10,7 @@
 #define MLA_HOPPER_LOAD_CUH
 
 #include "hopper_layout.cuh"
+#include "trace.cuh"
 
 namespace mla {
 namespace hopper {
@@ -54,7 +55,13 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
          * scores waited for all of them (doc/performance.md). */
         if (!kBulk && t == c.t0 + 1)
             mbar_wait(c.bars + kBarQ, 0);
+        constexpr bool kTraced = FMT == MLA_FMT_BF16 && !NARROW; /* the seesaw's pairs */
+        const uint32_t odd = (uint32_t)(t - c.t0) & 1u;
+        if (kTraced)
+            trace(p, kTrLoad, (t - c.t0) >> 1, odd ? kTrAcquireOdd : kTrAcquireEven);
         pipe.producer_acquire(st);
+        if (kTraced)
+            trace(p, kTrLoad, (t - c.t0) >> 1, odd ? kTrIssueOdd : kTrIssueEven);
         const uint32_t bar =
             pipe.full_bar(st) + (ALT && ((t - c.t0) & 1) ? kBarLoaded1 - kBarLoaded : 0u);
         const uint32_t dst = c.stage(st.stage);

@@ -53,6 +53,7 @@
 #include "wgmma.cuh"
 #include "softmax.cuh"
 #include "epilogue.cuh"
+#include "trace.cuh"
 
 namespace mla {
 namespace hopper {
@@ -111,6 +112,7 @@ struct SeesawConsumer {
     {
         const uint32_t stg = c.stage(st.stage);
         mbar_wait(c.pipe().full_bar(st), st.phase);
+        stamp(t, kStLanded); /* t or t - 1: the same pair */
         const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
         if (nvalid < kBN) /* the other WG reads these rows only after a hand-over */
             zero_tail(stg, nvalid, tid & 127u, 128u, kNbWg0 + wg);
@@ -220,19 +222,25 @@ struct SeesawConsumer {
     MLA_DEV void pair_wg0(int ta, bool has_b, const PipeState &sa, const PipeState &sb)
     {
         float f[2];
+        stamp(ta, kStTop);
         scores(ta, sa);
         scores_done();
+        stamp(ta, kStScored);
         softmax(ta, f);
         hand_over(0, true, c.bars + kBarToWg1);
+        stamp(ta, kStHanded);
         rescale(f); /* every wgmma of this WG has retired */
         pv_own(0);
         retire(sa);
+        stamp(ta, kStFreedA);
         take_max(c.bars + kBarToWg0, sa.phase, f);
+        stamp(ta, kStTook);
         rescale(f);
         if (has_b) {
             pv_shared(1);
             retire(sb);
         }
+        stamp(ta, kStEnd);
     }
 
     /* WG 1's pair in order: P_a V_a,R once WG 0 handed m_a and P_a over,
@@ -240,22 +248,29 @@ struct SeesawConsumer {
     MLA_DEV void pair_wg1(int ta, bool has_b, const PipeState &sa, const PipeState &sb)
     {
         float f[2];
+        stamp(ta, kStTop);
         take_max(c.bars + kBarToWg1, sa.phase, f);
+        stamp(ta, kStTook);
         rescale(f); /* every wgmma of this WG has retired */
         pv_shared(0);
         if (has_b) {
             scores(ta + 1, sb);
             retire_before_scores(sa);
+            stamp(ta, kStFreedA);
             scores_done();
+            stamp(ta, kStScored);
             softmax(ta + 1, f);
             hand_over(1, true, c.bars + kBarToWg0);
+            stamp(ta, kStHanded);
             rescale(f);
             pv_own(1);
             retire(sb);
         } else {
             retire(sa);
+            stamp(ta, kStFreedA);
             hand_over(1, false, c.bars + kBarToWg0);
         }
+        stamp(ta, kStEnd);
     }
 
     /* WG 1's pair with S_b first: queued before m_a is taken, so that it
@@ -264,18 +279,35 @@ struct SeesawConsumer {
     MLA_DEV void pair_wg1_ahead(int ta, const PipeState &sa, const PipeState &sb)
     {
         float f[2];
+        stamp(ta, kStTop);
         scores(ta + 1, sb);
         take_max(c.bars + kBarToWg1, sa.phase, f);
+        stamp(ta, kStTook);
         rescale(f); /* S_b in flight writes s, not O */
         pv_shared(0); /* P_a from shared memory: softmax may write pf under it */
         wg_wait<1>(); /* S_b */
         wg_hold(s);
+        stamp(ta, kStScored);
         softmax(ta + 1, f);
         hand_over(1, true, c.bars + kBarToWg0);
+        stamp(ta, kStHanded);
         retire(sa);
+        stamp(ta, kStFreedA);
         rescale(f);
         pv_own(1);
         retire(sb);
+        stamp(ta, kStEnd);
+    }
+
+    /* Kernel trace builds: this WG's step of the pair at tile ta, the
+     * same step numbers in every order: the pair's start, its tile
+     * landed, its S retired, its P handed over, stage 0 freed (WG 0: its
+     * P_a V_a,L retired), the other WG's maximum taken, the pair's end. */
+    enum : uint32_t { kStTop, kStLanded, kStScored, kStHanded, kStFreedA, kStTook, kStEnd };
+    MLA_DEV void stamp(int ta, uint32_t step)
+    {
+        if ((tid & 127u) == 0)
+            trace(p, wg, (ta - c.t0) >> 1, step);
     }
 
     MLA_DEV void run()

@@ -147,6 +147,12 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     off = align256(off + prow * MLA_D_V * sizeof(float));
     const size_t ws_lseaccum = off;
     off = align256(off + prow * sizeof(float));
+#ifdef MLA_KERNEL_TRACE
+    const size_t ws_trace = off;
+    off += MLA_TRACE_BYTES;
+#else
+    const size_t ws_trace = 0;
+#endif
 
     struct mla_decode_params *p = &gp->p;
     memset(p, 0, sizeof(*p));
@@ -155,6 +161,7 @@ mla_status_t mla__gpu_plan_init(mla_plan_t *plan)
     p->ws_pieces = ws_pieces;
     p->ws_oaccum = ws_oaccum;
     p->ws_lseaccum = ws_lseaccum;
+    p->ws_trace = ws_trace;
     p->batch = batch;
     p->q_len = s->q_len;
     p->h_q = s->num_heads;

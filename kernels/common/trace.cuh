@@ -22,7 +22,13 @@ namespace mla {
  * SeesawConsumer's), the loader (steps kTrIssueEven / kTrIssueOdd), and
  * the CTA itself (pair 0 only: the kTrCta* steps). */
 enum : uint32_t { kTrWg0 = 0, kTrWg1 = 1, kTrLoad = 2, kTrCta = 3 };
-enum : uint32_t { kTrIssueEven = 0, kTrIssueOdd = 1, kTrAcquireEven = 2, kTrAcquireOdd = 3 };
+enum : uint32_t {
+    kTrIssueEven = 0,   /* the even tile's first part issued */
+    kTrIssueOdd = 1,    /* the odd tile's */
+    kTrAcquireEven = 2, /* the loader starts waiting for the even tile's first part */
+    kTrAcquireOdd = 3,
+    kTrIssueSecond = 4  /* added to kTrIssue*: the second part issued */
+};
 enum : uint32_t {
     kTrCtaStart = 0, /* %globaltimer, ns, once the CTA found its piece */
     kTrCtaEnd = 1,   /* %globaltimer after the consumers' epilogue */

@@ -45,8 +45,12 @@
  *                byte of the tile (and its scales) has landed.  Narrow
  *                FP8: of consumer warpgroup 0's tiles; loaded1[s] of
  *                warpgroup 1's (each waits on every phase of its own).
+ *                Wide BF16: loaded[2 s + w] of part w of the stage
+ *                (part_chunks, hopper_layout.cuh).
  *   free[s]      256: consumer threads, once P V of the tile completed
- *                (narrow FP8: 128, the one warpgroup that took the tile).
+ *                (narrow FP8: 128, the one warpgroup that took the tile;
+ *                wide BF16: free[2 s + w], 128, warpgroup w done with
+ *                part w).
  *   q            128: converter warpgroup threads after writing Q
  *                (mla_hopper_decode_bf16: 256, the consumer threads);
  *                the BF16 loader waits on it before its second tile.
@@ -104,9 +108,18 @@ MLA_DEV void init_barriers(const Cta &c)
 {
     /* Narrow FP8: one warpgroup consumes each tile. */
     const uint32_t consumers = kFp8Direct<FMT, NARROW> ? 128u : 256u;
-    for (uint32_t s = 0; s < kNumStages<FMT, NARROW>; s++) {
-        mbar_init(c.bars + kBarLoaded + 8u * s, 1);
-        mbar_init(c.bars + kBarFree + 8u * s, consumers);
+    if (!NARROW) {
+        /* Wide BF16: a barrier pair per part of a stage, each part freed
+         * by one warpgroup (part_chunks). */
+        for (uint32_t i = 0; i < kStages * kParts; i++) {
+            mbar_init(c.bars + kBarLoaded + 8u * i, 1);
+            mbar_init(c.bars + kBarFree + 8u * i, 128);
+        }
+    } else {
+        for (uint32_t s = 0; s < kNumStages<FMT, NARROW>; s++) {
+            mbar_init(c.bars + kBarLoaded + 8u * s, 1);
+            mbar_init(c.bars + kBarFree + 8u * s, consumers);
+        }
     }
     if (kFp8Direct<FMT, NARROW>) {
         for (uint32_t s = 0; s < kNumStages<FMT, NARROW>; s++)

@@ -69,6 +69,33 @@ constexpr uint32_t kBarLoaded = offsetof(Bars, loaded), kBarFree = offsetof(Bars
 constexpr uint32_t kQMax = kBarWords, kQScale = kBarWords + 16;
 constexpr uint32_t kBarToWg1 = kBarMerge, kBarToWg0 = kBarMerge + 8, kBarSums = kBarMerge + 16;
 
+/* The wide BF16 stages in two parts, each freed by the one consumer
+ * warpgroup that still reads it once the tile's scores retired, so that
+ * the loader refills that part while the other warpgroup still reads the
+ * rest (hopper_seesaw.cuh).  Part w of stage s has the loaded and free
+ * barriers 2 s + w (free: 128 arrivals, warpgroup w).  Stage 0 holds the
+ * even tile, whose P (P_a) goes to chunk 8 for WG 1: part 0 is chunks
+ * 0-3 (V_L), part 1 chunks 4-8.  Stage 1 holds the odd tile, whose P_b
+ * goes to chunk 8 for WG 0: part 0 is chunks 0-3 and 8, part 1 chunks
+ * 4-7.  Stage s's part s lands first (its scoring warpgroup's own part,
+ * freed first in the pair) and is chunks 4 s .. 4 s + 3. */
+constexpr uint32_t kParts = 2;
+MLA_DEV constexpr uint32_t part_chunks(uint32_t stage, uint32_t part)
+{
+    return part == 0 ? (stage == 0 ? 0x00fu : 0x10fu) : (stage == 0 ? 0x1f0u : 0x0f0u);
+}
+MLA_DEV constexpr uint32_t part_bar(uint32_t stage, uint32_t part)
+{
+    return 8u * (kParts * stage + part);
+}
+static_assert(kStages * kParts <= sizeof(Bars::loaded) / 8, "a barrier pair per part");
+static_assert((part_chunks(0, 0) | part_chunks(0, 1)) == 0x1ffu &&
+                  (part_chunks(1, 0) | part_chunks(1, 1)) == 0x1ffu &&
+                  (part_chunks(0, 0) & part_chunks(0, 1)) == 0u &&
+                  (part_chunks(1, 0) & part_chunks(1, 1)) == 0u &&
+                  part_chunks(0, 0) == 0x00fu && part_chunks(1, 1) == 0x0f0u,
+              "each stage's parts are its 9 chunks; part s of stage s is chunks 4 s .. 4 s + 3");
+
 /* Named barriers (bar.sync ids): 1 row/partial exchange, 2 P written, 3
  * BF16 tail zeroed, 5 final sums, 8 whether the next tile has landed
  * (consumers_test; the two consumer WGs, 256 threads); 4 the converter

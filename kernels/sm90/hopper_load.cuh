@@ -15,6 +15,58 @@
 namespace mla {
 namespace hopper {
 
+/* A page's first row of tile t's keys, and the page of tile t + 1 (read
+ * ahead, off the path from one issue to the next). */
+MLA_DEV int tile_row0(const mla_decode_params &p, const int32_t *bt, int t, int c_t1, int &page)
+{
+    const int row0 = (page << p.page_shift) + ((t * (int)kBN) & (p.page_size - 1));
+    page = t + 1 < c_t1 ? page_at(p, bt, ((t + 1) * (int)kBN) >> p.page_shift) : 0;
+    return row0;
+}
+
+/*
+ * The wide BF16 kernel's loader: each tile in the two parts of its stage
+ * (part_chunks), a part issued once its warpgroup freed it: stage s's
+ * part s first, as the pair frees them (WG 0 frees its part of stage 0
+ * after P_a V_a,L, WG 1 its part after P_a V_a,R; then stage 1's).  The
+ * scores start on the part that lands first.
+ */
+MLA_DEV void load_seesaw(const mla_hopper_params &hp, const Cta &c)
+{
+    const mla_decode_params &p = hp.p;
+    const void *map = &hp.kv_map;
+    prefetch_tensormap(map);
+    const uint64_t pol = policy_kv_stream();
+    const int32_t *bt = (const int32_t *)p.block_table + (int64_t)c.b * p.max_pages_per_seq;
+    uint32_t phase = 0;
+    int page = c.page0;
+    for (int t = c.t0; t < c.t1; t++) {
+        const uint32_t s = (uint32_t)(t - c.t0) & 1u;
+        const int row0 = tile_row0(p, bt, t, c.t1, page);
+        /* The tiles past the first wait for the Q tile, which the first
+         * tile's scores need with it.  Issued together, Q and two or more
+         * tiles shared the SM's inbound bytes, and the first scores
+         * waited for all of them (doc/performance.md). */
+        if (t == c.t0 + 1)
+            mbar_wait(c.bars + kBarQ, 0);
+        trace(p, kTrLoad, (t - c.t0) >> 1, s ? kTrAcquireOdd : kTrAcquireEven);
+#pragma unroll 1
+        for (uint32_t k = 0; k < kParts; k++) {
+            const uint32_t part = s ^ k, chunks = part_chunks(s, part);
+            const uint32_t bar = c.bars + kBarLoaded + part_bar(s, part);
+            mbar_wait(c.bars + kBarFree + part_bar(s, part), phase ^ 1u);
+            mbar_arrive_expect_tx(bar, (uint32_t)__popc(chunks) * kChunk);
+#pragma unroll 1
+            for (uint32_t ch = 0; ch < 9; ch++)
+                if (chunks >> ch & 1u)
+                    tma_load_3d(c.stage(s) + ch * kChunk, map, 64 * (int)ch, c.kh, row0, bar, pol);
+            trace(p, kTrLoad, (t - c.t0) >> 1,
+                  (s ? kTrIssueOdd : kTrIssueEven) + (k ? kTrIssueSecond : 0u));
+        }
+        phase ^= s;
+    }
+}
+
 /*
  * Per tile: BF16 as one box of 64 rows per 64 columns, landing in a stage
  * in the wgmma layout (SWIZZLE_128B), in both BF16 layouts.  FP8 (NARROW:
@@ -29,6 +81,10 @@ template <int FMT, bool NARROW, bool ALT = false>
 MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
 {
     const mla_decode_params &p = hp.p;
+    if constexpr (FMT == MLA_FMT_BF16 && !NARROW) {
+        load_seesaw(hp, c);
+        return;
+    }
     const void *map0 = &hp.kv_map;
     /* FP8 copies its tiles without a tensor map. */
     constexpr bool kBulk = kBulkTile<FMT, NARROW>;
@@ -41,27 +97,17 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
     const uint32_t sbytes = kBN * 4u * (uint32_t)spr;
     /* An FP8 tile is its rows' bytes, plus E4M3's block scales. */
     const uint32_t bytes = FMT == MLA_FMT_BF16 ? kTile : kBN * kFp8RowPitch<FMT> + sbytes;
-    const int pshift = p.page_shift, pmask = p.page_size - 1;
     const Pipe pipe = c.pipe();
     PipeState st;
     st.init();
     int page = c.page0;
     for (int t = c.t0; t < c.t1; t++) {
-        const int row0 = (page << pshift) + ((t * (int)kBN) & pmask);
-        const int next = t + 1 < c.t1 ? page_at(p, bt, ((t + 1) * (int)kBN) >> pshift) : 0;
-        /* BF16: the tiles past the first wait for the Q tile, which the
-         * first tile's scores need with it.  Issued together, Q and two
-         * or more tiles shared the SM's inbound bytes, and the first
-         * scores waited for all of them (doc/performance.md). */
+        const int row0 = tile_row0(p, bt, t, c.t1, page);
+        /* Narrow BF16: the tiles past the first wait for the Q tile, as
+         * in load_seesaw. */
         if (!kBulk && t == c.t0 + 1)
             mbar_wait(c.bars + kBarQ, 0);
-        constexpr bool kTraced = FMT == MLA_FMT_BF16 && !NARROW; /* the seesaw's pairs */
-        const uint32_t odd = (uint32_t)(t - c.t0) & 1u;
-        if (kTraced)
-            trace(p, kTrLoad, (t - c.t0) >> 1, odd ? kTrAcquireOdd : kTrAcquireEven);
         pipe.producer_acquire(st);
-        if (kTraced)
-            trace(p, kTrLoad, (t - c.t0) >> 1, odd ? kTrIssueOdd : kTrIssueEven);
         const uint32_t bar =
             pipe.full_bar(st) + (ALT && ((t - c.t0) & 1) ? kBarLoaded1 - kBarLoaded : 0u);
         const uint32_t dst = c.stage(st.stage);
@@ -85,7 +131,6 @@ MLA_DEV void load_role(const mla_hopper_params &hp, const Cta &c)
         }
         if (spr > 0) /* h_kv == 1: the tile's scales are contiguous */
             bulk_g2s(scl, (const float *)p.scales + (int64_t)row0 * spr, sbytes, bar, pol);
-        page = next;
         st.advance(c.nstages);
     }
 }

@@ -59,18 +59,27 @@ namespace mla {
 namespace hopper {
 
 /* S[64 x 64] = Q K^T over the 9 chunks of the tile at stg (descriptors
- * built once and advanced by one add). */
-MLA_DEV void qk_tile(float (&s)[8][4], uint32_t sq, uint32_t stg)
+ * built once and advanced by one add): first chunks ROT .. ROT + 3, the
+ * stage's part that lands first (part_chunks), then, once phase `phase`
+ * of barrier `rest` completed, the others. */
+template <uint32_t ROT>
+MLA_DEV void qk_tile(float (&s)[8][4], uint32_t sq, uint32_t stg, uint32_t rest, uint32_t phase)
 {
     const uint64_t qa = wg_desc(sq, 16u, 1024u), kb = wg_desc(stg, 16u, 1024u);
 #pragma unroll
-    for (uint32_t ch = 0; ch < 9; ch++)
+    for (uint32_t j = 0; j < 9; j++) {
+        if (j == 4) {
+            mbar_wait(rest, phase);
+            wg_fence(); /* after the wait's loop, as ptxas would put it */
+        }
+        const uint32_t ch = j == 8 ? 8u : (j + ROT) & 7u; /* constant: a runtime order spilled */
 #pragma unroll
         for (uint32_t ks = 0; ks < 4; ks++) {
             const uint32_t off = ch * kChunk + 32u * ks;
             wgmma_m64n64_ss(s, wg_desc_add(qa, off), wg_desc_add(kb, off),
-                            (ch | ks) != 0 ? 1u : 0u);
+                            (j | ks) != 0 ? 1u : 0u);
         }
+    }
 }
 
 struct SeesawConsumer {
@@ -104,21 +113,32 @@ struct SeesawConsumer {
         sm.init();
     }
 
-    /* Queue S of tile t in stage st once it has landed, one commit group
-     * (scores_done waits for it).  (Starting on each third of the tile as
-     * it lands, three barriers a stage, measured no faster:
-     * doc/performance.md, Measured reasons.) */
+    /* Queue S of tile t in stage st (warpgroup W's: st.stage == wg ==
+     * W), one commit group (scores_done waits for it): on the stage's
+     * part W once it landed, then on the other.  The tail tile waits for
+     * both, to zero its rows past the keys. */
+    template <uint32_t W>
     MLA_DEV void scores(int t, const PipeState &st)
     {
         const uint32_t stg = c.stage(st.stage);
-        mbar_wait(c.pipe().full_bar(st), st.phase);
+        const uint32_t first = c.bars + kBarLoaded + part_bar(W, W);
+        const uint32_t rest = c.bars + kBarLoaded + part_bar(W, W ^ 1u);
+        mbar_wait(first, st.phase);
         stamp(t, kStLanded); /* t or t - 1: the same pair */
         const uint32_t nvalid = (uint32_t)min((int)kBN, c.len - t * (int)kBN);
-        if (nvalid < kBN) /* the other WG reads these rows only after a hand-over */
+        if (nvalid < kBN) { /* the other WG reads these rows only after a hand-over */
+            mbar_wait(rest, st.phase);
             zero_tail(stg, nvalid, tid & 127u, 128u, kNbWg0 + wg);
+        }
         wg_fence();
-        qk_tile(s, c.sq, stg);
+        qk_tile<4u * W>(s, c.sq, stg, rest, st.phase);
         wg_commit();
+    }
+
+    /* This WG's part of stage st is free for the loader. */
+    MLA_DEV void release(const PipeState &st)
+    {
+        mbar_arrive(c.bars + kBarFree + part_bar(st.stage, wg));
     }
 
     MLA_DEV void scores_done()
@@ -132,7 +152,7 @@ struct SeesawConsumer {
     {
         wg_wait<1>();
         wg_hold(o);
-        c.pipe().consumer_release(st);
+        release(st);
     }
 
     /* P of tile t in s and pf, the running maximum past it in sm.m, and
@@ -209,12 +229,12 @@ struct SeesawConsumer {
     /* The same with the other WG's P from chunk 8 of the stage. */
     MLA_DEV void pv_shared(uint32_t stage) { pv_chunk8(o, c.stage(stage), wg); }
 
-    /* Wait for every wgmma of this WG and free stage st. */
+    /* Wait for every wgmma of this WG and free its part of stage st. */
     MLA_DEV void retire(const PipeState &st)
     {
         wg_wait<0>();
         wg_hold(o);
-        c.pipe().consumer_release(st);
+        release(st);
     }
 
     /* WG 0's pair: S_a, its softmax, P_a handed over, P_a V_a,L; then
@@ -223,7 +243,7 @@ struct SeesawConsumer {
     {
         float f[2];
         stamp(ta, kStTop);
-        scores(ta, sa);
+        scores<0>(ta, sa);
         scores_done();
         stamp(ta, kStScored);
         softmax(ta, f);
@@ -254,7 +274,7 @@ struct SeesawConsumer {
         rescale(f); /* every wgmma of this WG has retired */
         pv_shared(0);
         if (has_b) {
-            scores(ta + 1, sb);
+            scores<1>(ta + 1, sb);
             retire_before_scores(sa);
             stamp(ta, kStFreedA);
             scores_done();
@@ -280,7 +300,7 @@ struct SeesawConsumer {
     {
         float f[2];
         stamp(ta, kStTop);
-        scores(ta + 1, sb);
+        scores<1>(ta + 1, sb);
         take_max(c.bars + kBarToWg1, sa.phase, f);
         stamp(ta, kStTook);
         rescale(f); /* S_b in flight writes s, not O */

@@ -323,7 +323,10 @@ MLA_HD uint32_t mla_decode_smem_bytes(int32_t fmt, int32_t block_n, int32_t stag
  *   block_n, num_stages or block_m, or pages of fewer than 64 rows traps.
  *   kv_map is a CUtensorMap over the cache viewed as [rows = num_pages *
  *   page_size][h_kv][576 bf16], box 64 columns x 1 head x 64 rows,
- *   SWIZZLE_128B (the wgmma layout).
+ *   SWIZZLE_128B (the wgmma layout).  kv_map4 views the same cache as
+ *   [h_kv][9 chunks][rows][64 bf16] (strides: a row, 128 bytes, a head),
+ *   box 64 columns x 64 rows x 4 chunks x 1 head: four chunks of a tile
+ *   in one copy, landing chunk after chunk as kv_map's boxes do.
  * These kernels exist in the sm_90a image only; the host looks them up
  * on compute capability 9.0 only.
  */
@@ -336,7 +339,8 @@ struct mla_tensor_map {
     MLA_ALIGN64 uint64_t opaque[16]; /* a CUtensorMap */
 };
 struct mla_hopper_params {
-    struct mla_tensor_map kv_map; /* BF16 caches; unused with FP8 ones */
+    struct mla_tensor_map kv_map;  /* BF16 caches; unused with FP8 ones */
+    struct mla_tensor_map kv_map4; /* the same, four chunks a box */
     struct mla_decode_params p;
 };
 

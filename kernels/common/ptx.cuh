@@ -183,6 +183,15 @@ MLA_DEV void tma_load_3d(uint32_t dst, const void *tmap, int c0, int c1, int c2,
                  : "memory");
 }
 
+MLA_DEV void tma_load_4d(uint32_t dst, const void *tmap, int c0, int c1, int c2, int c3,
+                         uint32_t bar, uint64_t pol)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 ".L2::cache_hint [%0], [%1, {%2, %3, %4, %5}], [%6], %7;" ::"r"(dst),
+                 "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "l"(pol)
+                 : "memory");
+}
+
 MLA_DEV void prefetch_tensormap(const void *tmap)
 {
     asm volatile("prefetch.tensormap [%0];" ::"l"(tmap) : "memory");

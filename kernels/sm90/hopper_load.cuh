@@ -34,8 +34,9 @@ MLA_DEV int tile_row0(const mla_decode_params &p, const int32_t *bt, int t, int 
 MLA_DEV void load_seesaw(const mla_hopper_params &hp, const Cta &c)
 {
     const mla_decode_params &p = hp.p;
-    const void *map = &hp.kv_map;
+    const void *map = &hp.kv_map, *map4 = &hp.kv_map4;
     prefetch_tensormap(map);
+    prefetch_tensormap(map4);
     const uint64_t pol = policy_kv_stream();
     const int32_t *bt = (const int32_t *)p.block_table + (int64_t)c.b * p.max_pages_per_seq;
     uint32_t phase = 0;
@@ -56,10 +57,13 @@ MLA_DEV void load_seesaw(const mla_hopper_params &hp, const Cta &c)
             const uint32_t bar = c.bars + kBarLoaded + part_bar(s, part);
             mbar_wait(c.bars + kBarFree + part_bar(s, part), phase ^ 1u);
             mbar_arrive_expect_tx(bar, (uint32_t)__popc(chunks) * kChunk);
-#pragma unroll 1
-            for (uint32_t ch = 0; ch < 9; ch++)
-                if (chunks >> ch & 1u)
-                    tma_load_3d(c.stage(s) + ch * kChunk, map, 64 * (int)ch, c.kh, row0, bar, pol);
+            /* Chunks 0-3 and 4-7 a copy each (kv_map4), chunk 8 alone. */
+            if (chunks & 0x00fu)
+                tma_load_4d(c.stage(s), map4, 0, row0, 0, c.kh, bar, pol);
+            if (chunks & 0x0f0u)
+                tma_load_4d(c.stage(s) + 4u * kChunk, map4, 0, row0, 4, c.kh, bar, pol);
+            if (chunks & 0x100u)
+                tma_load_3d(c.stage(s) + 8u * kChunk, map, 512, c.kh, row0, bar, pol);
             trace(p, kTrLoad, (t - c.t0) >> 1,
                   (s ? kTrIssueOdd : kTrIssueEven) + (k ? kTrIssueSecond : 0u));
         }

@@ -77,6 +77,7 @@ static int hopper_maps(const struct mla_cuda_api *cu, const struct mla_decode_pa
     if (p->scales_per_row > 0 && (p->scales & 15u))
         return 0;
     memset(&hp->kv_map, 0, sizeof(hp->kv_map));
+    memset(&hp->kv_map4, 0, sizeof(hp->kv_map4));
     if (p->kv_format != MLA_FMT_BF16)
         return 1;
     const uint64_t rb = (uint64_t)p->row_bytes;
@@ -86,11 +87,21 @@ static int hopper_maps(const struct mla_cuda_api *cu, const struct mla_decode_pa
     /* L2 promotion to 128 bytes, one box row: with 256 a 16-head BF16
      * decode streamed the cache 7 % slower (h16 b132 s8192 309 against 332
      * us, doc/performance.md). */
-    const CUresult r = cu->p_cuTensorMapEncodeTiled(
+    CUresult r = cu->p_cuTensorMapEncodeTiled(
         (CUtensorMap *)(void *)&hp->kv_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
         (void *)(uintptr_t)p->kv, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r == CUDA_SUCCESS) {
+        const cuuint64_t dims4[4] = {64, rows, (cuuint64_t)MLA_D_QK / 64, (cuuint64_t)p->h_kv};
+        const cuuint64_t strides4[3] = {rb * (uint64_t)p->h_kv, 128, rb};
+        const cuuint32_t box4[4] = {64, MLA_HOPPER_BLOCK_N, 4, 1}, estr4[4] = {1, 1, 1, 1};
+        r = cu->p_cuTensorMapEncodeTiled(
+            (CUtensorMap *)(void *)&hp->kv_map4, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+            (void *)(uintptr_t)p->kv, dims4, strides4, box4, estr4, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    }
     if (r != CUDA_SUCCESS) {
         *err = r;
         return -1;

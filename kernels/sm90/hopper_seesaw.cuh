@@ -247,6 +247,7 @@ struct SeesawConsumer {
         scores_done();
         stamp(ta, kStScored);
         softmax(ta, f);
+        stamp(ta, kStSoftmax);
         hand_over(0, true, c.bars + kBarToWg1);
         stamp(ta, kStHanded);
         rescale(f); /* every wgmma of this WG has retired */
@@ -280,6 +281,7 @@ struct SeesawConsumer {
             scores_done();
             stamp(ta, kStScored);
             softmax(ta + 1, f);
+            stamp(ta, kStSoftmax);
             hand_over(1, true, c.bars + kBarToWg0);
             stamp(ta, kStHanded);
             rescale(f);
@@ -309,6 +311,7 @@ struct SeesawConsumer {
         wg_hold(s);
         stamp(ta, kStScored);
         softmax(ta + 1, f);
+        stamp(ta, kStSoftmax);
         hand_over(1, true, c.bars + kBarToWg0);
         stamp(ta, kStHanded);
         retire(sa);
@@ -321,9 +324,11 @@ struct SeesawConsumer {
 
     /* Kernel trace builds: this WG's step of the pair at tile ta, the
      * same step numbers in every order: the pair's start, its tile
-     * landed, its S retired, its P handed over, stage 0 freed (WG 0: its
-     * P_a V_a,L retired), the other WG's maximum taken, the pair's end. */
-    enum : uint32_t { kStTop, kStLanded, kStScored, kStHanded, kStFreedA, kStTook, kStEnd };
+     * landed, its S retired, its P handed over, its part of stage 0
+     * freed, the other WG's maximum taken, the pair's end; its softmax
+     * done (before the hand-over). */
+    enum : uint32_t { kStTop, kStLanded, kStScored, kStHanded, kStFreedA, kStTook, kStEnd,
+                      kStSoftmax };
     MLA_DEV void stamp(int ta, uint32_t step)
     {
         if ((tid & 127u) == 0)

@@ -35,7 +35,9 @@
  *               warpgroup.
  *
  * BF16 stage (73728 bytes, 9 chunks of 64 rows x 128 bytes, the swizzled
- * layout of wgmma.cuh): TMA writes all 9 chunks directly.  FP8 stage: the
+ * layout of wgmma.cuh): TMA writes all 9 chunks directly (the wide
+ * kernel's in two parts, chunks 0-3 and 4-7 a copy each:
+ * hopper_load.cuh).  FP8 stage: the
  * tile's 64 rows row-major, as bulk copies (one; one a row with more KV
  * heads): E4M3's 576 bytes a row, then the block scales; DS_MLA's 656
  * (nope, scales at 512, RoPE at 528).

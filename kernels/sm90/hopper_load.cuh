@@ -29,7 +29,10 @@ MLA_DEV int tile_row0(const mla_decode_params &p, const int32_t *bt, int t, int 
  * (part_chunks), a part issued once its warpgroup freed it: stage s's
  * part s first, as the pair frees them (WG 0 frees its part of stage 0
  * after P_a V_a,L, WG 1 its part after P_a V_a,R; then stage 1's).  The
- * scores start on the part that lands first.
+ * scores start on the part that lands first.  Chunks 0-3 and 4-7 go as
+ * one copy each (kv_map4), chunk 8 alone: each copy held this thread
+ * about 200 clocks whatever its size, so nine 8-KB boxes a tile kept
+ * the loads behind the consumers (doc/performance.md).
  */
 MLA_DEV void load_seesaw(const mla_hopper_params &hp, const Cta &c)
 {
@@ -72,8 +75,10 @@ MLA_DEV void load_seesaw(const mla_hopper_params &hp, const Cta &c)
 }
 
 /*
- * Per tile: BF16 as one box of 64 rows per 64 columns, landing in a stage
- * in the wgmma layout (SWIZZLE_128B), in both BF16 layouts.  FP8 (NARROW:
+ * Per tile: BF16 (the narrow kernel; the wide one's loader is
+ * load_seesaw) as one box of 64 rows per 64 columns, landing in a stage
+ * in the wgmma layout (SWIZZLE_128B).  (Three copies a tile, as the
+ * wide loader's, measured no faster here: this kernel waits on DRAM.)  FP8 (NARROW:
  * the narrow kernels and the wide FP8 one) as bulk copies of its 64 rows
  * to the start of the stage, row-major (kBulkTile: one copy with one KV
  * head, else one per row), E4M3 block scales by one bulk copy to `scl`.

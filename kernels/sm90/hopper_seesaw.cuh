@@ -24,13 +24,15 @@
  * piece's first pair WG 1 goes in the older order (take m_a, P_a V_a,R,
  * then S_b): both tiles land at once there, and S_b would share the
  * pipe with S_a, which every step of the pair waits for (at b8, 0.2-0.6
- * us faster than the new order there; doc/performance.md).  Stage 0 is
- * freed in the middle of the pair, once both P V of its tile retired (in
- * the new order after WG 1's softmax and hand-over, about 300 clocks
- * later than in the older one), so the loader refills it while stage 1
- * is consumed: with two 72-KB stages the loads are the limit at 128
- * heads, and a stage held until the end of the pair would leave the
- * loader idle.  Both warpgroups end every pair with the same maximum;
+ * us faster than the new order there; doc/performance.md).  With two
+ * 72-KB stages the loads are the limit at 128 heads, so each stage is
+ * freed in two parts (part_chunks, hopper_layout.cuh), each by the one
+ * warpgroup that still reads it once the tile's scores retired: WG 0
+ * frees stage 0's V_L once P_a V_a,L retired, WG 1 the rest once P_a
+ * V_a,R did (in the new order after its softmax and hand-over), stage 1
+ * likewise at the pair's end; the loader refills a part while the
+ * other is still read, and the scores start on the part that lands
+ * first.  Both warpgroups end every pair with the same maximum;
  * each keeps the row sum of its own tile's P, and the two sums add at
  * the end.  The maxima pass through the stage-scale area
  * (unused with BF16), ordered by the mbarriers to_wg1 / to_wg0 (one

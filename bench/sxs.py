@@ -42,7 +42,7 @@ consumers are from the loads).
 
 --trace-dir DIR, for builds configured with --enable-kernel-trace (their build info ends in "trace"): their
 workspaces start zeroed, and after each shape's timing the wide BF16 kernel's step stamps of the last call (the
-workspace's last MiB) go to DIR/LABEL-SHAPE.bin, for bench/trace.py.  The stamps make that build slower.
+workspace's last 2 MiB) go to DIR/LABEL-SHAPE.bin, for bench/trace.py.  The stamps make that build slower.
 
 --lib may be repeated, as [LABEL=]PATH[@KERNEL], to time several builds (or forced kernels) of libmla against
 the same FlashMLA times in one process: one row per build and shape, the build's label first.  A build that
@@ -72,7 +72,7 @@ FMT = {"bf16": 0, "e4m3": 1, "ds_mla": 2}
 P_XKERNEL = 0x10000
 XKERNELS = ["auto", "portable", "hopper", "hopper-wide", "hopper-narrow", "hopper-wide8"]
 # MLA_TRACE_BYTES (kernels/common/mla_params.h): a kernel trace build's step stamps, the workspace's last bytes.
-TRACE_BYTES = 16 * 4 * 256 * 8 * 8
+TRACE_BYTES = 16 * 4 * 256 * 16 * 8
 
 # (format, heads, batch, q_len, seq_len, dist): FlashMLA's standard grid, then the length mixes.
 PRESET = [

@@ -18,9 +18,10 @@ import statistics
 import struct
 import sys
 
-CTAS, ROLES, PAIRS, STEPS = 16, 4, 256, 8  # MLA_TRACE_* (kernels/common/mla_params.h)
+CTAS, ROLES, PAIRS, STEPS = 16, 4, 256, 16  # MLA_TRACE_* (kernels/common/mla_params.h)
 WG_STEPS = ["pair start", "its tile's first part landed", "its S retired", "its P handed over",
-            "its part of stage 0 freed", "the other's max taken", "pair end", "its softmax done"]
+            "its part of stage 0 freed", "the other's max taken", "pair end", "its softmax done",
+            "its scores' first part issued", "its tile's second part landed"]
 LOAD_STEPS = ["even tile: first part issued", "odd tile: first part issued",
               "even tile: waits for its first part", "odd tile: waits for its first part",
               "even tile: second part issued", "odd tile: second part issued"]

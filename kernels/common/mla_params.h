@@ -50,7 +50,7 @@
 #define MLA_TRACE_CTAS 16
 #define MLA_TRACE_ROLES 4
 #define MLA_TRACE_PAIRS 256
-#define MLA_TRACE_STEPS 8
+#define MLA_TRACE_STEPS 16
 #define MLA_TRACE_BYTES (MLA_TRACE_CTAS * MLA_TRACE_ROLES * MLA_TRACE_PAIRS * MLA_TRACE_STEPS * 8)
 /* "MLAW": a header some decode or schedule call has written. */
 #define MLA_WS_MAGIC 0x57414c4du

@@ -63,15 +63,19 @@ namespace hopper {
 /* S[64 x 64] = Q K^T over the 9 chunks of the tile at stg (descriptors
  * built once and advanced by one add): first chunks ROT .. ROT + 3, the
  * stage's part that lands first (part_chunks), then, once phase `phase`
- * of barrier `rest` completed, the others. */
-template <uint32_t ROT>
-MLA_DEV void qk_tile(float (&s)[8][4], uint32_t sq, uint32_t stg, uint32_t rest, uint32_t phase)
+ * of barrier `rest` completed, the others; at(false) before that wait,
+ * at(true) after it (the kernel trace's stamps). */
+template <uint32_t ROT, typename AT>
+MLA_DEV void qk_tile(float (&s)[8][4], uint32_t sq, uint32_t stg, uint32_t rest, uint32_t phase,
+                     AT at)
 {
     const uint64_t qa = wg_desc(sq, 16u, 1024u), kb = wg_desc(stg, 16u, 1024u);
 #pragma unroll
     for (uint32_t j = 0; j < 9; j++) {
         if (j == 4) {
+            at(false);
             mbar_wait(rest, phase);
+            at(true);
             wg_fence(); /* after the wait's loop, as ptxas would put it */
         }
         const uint32_t ch = j == 8 ? 8u : (j + ROT) & 7u; /* constant: a runtime order spilled */
@@ -133,7 +137,12 @@ struct SeesawConsumer {
             zero_tail(stg, nvalid, tid & 127u, 128u, kNbWg0 + wg);
         }
         wg_fence();
-        qk_tile<4u * W>(s, c.sq, stg, rest, st.phase);
+#ifdef MLA_KERNEL_TRACE
+        const auto at = [&](bool landed) { stamp(t, landed ? kStRest : kStFirstIssued); };
+#else
+        const auto at = [](bool) {}; /* a capture cost 8 instructions even unused */
+#endif
+        qk_tile<4u * W>(s, c.sq, stg, rest, st.phase, at);
         wg_commit();
     }
 
@@ -328,9 +337,10 @@ struct SeesawConsumer {
      * same step numbers in every order: the pair's start, its tile
      * landed, its S retired, its P handed over, its part of stage 0
      * freed, the other WG's maximum taken, the pair's end; its softmax
-     * done (before the hand-over). */
+     * done (before the hand-over); its scores' first part issued, its
+     * tile's second part landed. */
     enum : uint32_t { kStTop, kStLanded, kStScored, kStHanded, kStFreedA, kStTook, kStEnd,
-                      kStSoftmax };
+                      kStSoftmax, kStFirstIssued, kStRest };
     MLA_DEV void stamp(int ta, uint32_t step)
     {
         if ((tid & 127u) == 0)

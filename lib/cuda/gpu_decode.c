@@ -56,11 +56,26 @@ static uint64_t dptr(const void *p)
 _Static_assert(sizeof(CUtensorMap) == sizeof(struct mla_tensor_map),
                "struct mla_tensor_map must hold a CUtensorMap");
 
+/* A BF16 view of the cache at kv, in the wgmma layout (SWIZZLE_128B),
+ * every element stride 1.  L2 promotion to 128 bytes, one box row: with
+ * 256 a 16-head BF16 decode streamed the cache 7 % slower (h16 b132
+ * s8192 309 against 332 us, doc/performance.md). */
+static CUresult encode_kv_map(const struct mla_cuda_api *cu, struct mla_tensor_map *map,
+                              cuuint32_t rank, uint64_t kv, const cuuint64_t *dims,
+                              const cuuint64_t *strides, const cuuint32_t *box)
+{
+    const cuuint32_t estr[4] = {1, 1, 1, 1};
+    return cu->p_cuTensorMapEncodeTiled(
+        (CUtensorMap *)(void *)map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, (void *)(uintptr_t)kv,
+        dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
 /*
  * The launch parameters of an sm_90a variant for this call's buffers: the
- * BF16 kernels' tensor map of the cache (the view and box
+ * BF16 kernels' tensor maps of the cache (the view and box
  * kernels/common/mla_params.h describes; the FP8 kernels copy their tiles
- * without one).  Returns 1 with hp's map filled, 0 if this call's buffers
+ * without one).  Returns 1 with hp's maps filled, 0 if this call's buffers
  * do not suit the sm_90a kernels (the portable kernel runs), or -1 with
  * *err set if the driver refused the encoding.  mla_decode() has checked
  * that num_pages >= 1 and that the cache is 16-byte aligned; the block
@@ -83,25 +98,13 @@ static int hopper_maps(const struct mla_cuda_api *cu, const struct mla_decode_pa
     const uint64_t rb = (uint64_t)p->row_bytes;
     const cuuint64_t dims[3] = {(cuuint64_t)MLA_D_QK, (cuuint64_t)p->h_kv, rows};
     const cuuint64_t strides[2] = {rb, rb * (uint64_t)p->h_kv};
-    const cuuint32_t box[3] = {64, 1, MLA_HOPPER_BLOCK_N}, estr[3] = {1, 1, 1};
-    /* L2 promotion to 128 bytes, one box row: with 256 a 16-head BF16
-     * decode streamed the cache 7 % slower (h16 b132 s8192 309 against 332
-     * us, doc/performance.md). */
-    CUresult r = cu->p_cuTensorMapEncodeTiled(
-        (CUtensorMap *)(void *)&hp->kv_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
-        (void *)(uintptr_t)p->kv, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r == CUDA_SUCCESS) {
-        const cuuint64_t dims4[4] = {64, rows, (cuuint64_t)MLA_D_QK / 64, (cuuint64_t)p->h_kv};
-        const cuuint64_t strides4[3] = {rb * (uint64_t)p->h_kv, 128, rb};
-        const cuuint32_t box4[4] = {64, MLA_HOPPER_BLOCK_N, 4, 1}, estr4[4] = {1, 1, 1, 1};
-        r = cu->p_cuTensorMapEncodeTiled(
-            (CUtensorMap *)(void *)&hp->kv_map4, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
-            (void *)(uintptr_t)p->kv, dims4, strides4, box4, estr4, CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    }
+    const cuuint32_t box[3] = {64, 1, MLA_HOPPER_BLOCK_N};
+    const cuuint64_t dims4[4] = {64, rows, (cuuint64_t)MLA_D_QK / 64, (cuuint64_t)p->h_kv};
+    const cuuint64_t strides4[3] = {rb * (uint64_t)p->h_kv, 128, rb};
+    const cuuint32_t box4[4] = {64, MLA_HOPPER_BLOCK_N, 4, 1};
+    CUresult r = encode_kv_map(cu, &hp->kv_map, 3, p->kv, dims, strides, box);
+    if (r == CUDA_SUCCESS)
+        r = encode_kv_map(cu, &hp->kv_map4, 4, p->kv, dims4, strides4, box4);
     if (r != CUDA_SUCCESS) {
         *err = r;
         return -1;

@@ -108,8 +108,6 @@ struct RegsT {
 template <int FMT, bool NARROW>
 MLA_DEV void init_barriers(const Cta &c)
 {
-    /* Narrow FP8: one warpgroup consumes each tile. */
-    const uint32_t consumers = kFp8Direct<FMT, NARROW> ? 128u : 256u;
     if (!NARROW) {
         /* Wide BF16: a barrier pair per part of a stage, each part freed
          * by one warpgroup (part_chunks). */
@@ -118,6 +116,8 @@ MLA_DEV void init_barriers(const Cta &c)
             mbar_init(c.bars + kBarFree + 8u * i, 128);
         }
     } else {
+        /* Narrow FP8: one warpgroup consumes each tile. */
+        const uint32_t consumers = kFp8Direct<FMT, NARROW> ? 128u : 256u;
         for (uint32_t s = 0; s < kNumStages<FMT, NARROW>; s++) {
             mbar_init(c.bars + kBarLoaded + 8u * s, 1);
             mbar_init(c.bars + kBarFree + 8u * s, consumers);

@@ -18,6 +18,7 @@ _Static_assert(offsetof(struct mla_ws_header, magic) == 4 &&
                    offsetof(struct mla_ws_header, num_pages) == 24 &&
                    offsetof(struct mla_ws_header, max_pages_per_seq) == 32 &&
                    offsetof(struct mla_ws_header, num_combine) == 36 &&
+                   offsetof(struct mla_ws_header, reused) == 40 &&
                    sizeof(struct mla_ws_header) <= MLA_WS_FLAGS_OFFSET &&
                    MLA_WS_FLAGS_OFFSET + 1 + MLA_SCHEDULE_MAX_CHECK_CTAS <= MLA_WS_HEADER_BYTES,
                "workspace header layout");

@@ -60,7 +60,7 @@ struct SimtBlock {
 extern SimtBlock *simt_block;
 extern std::atomic<long> simt_exchanges;
 
-enum { OP_SHFL = 1, OP_UP, OP_XOR, OP_BALLOT, OP_ANY, OP_ADD, OP_MAX, OP_MIN };
+enum { OP_SHFL = 1, OP_UP, OP_XOR, OP_BALLOT, OP_ANY, OP_ALL, OP_ADD, OP_MAX, OP_MIN };
 
 template <class T>
 inline T simt_xchg(unsigned mask, T v, int src, int op)
@@ -156,6 +156,7 @@ inline int __reduce_min_sync(unsigned m, int v)
 }
 inline unsigned __ballot_sync(unsigned m, int pred) { return simt_vote(m, pred, OP_BALLOT); }
 inline int __any_sync(unsigned m, int pred) { return simt_vote(m, pred, OP_ANY) != 0; }
+inline int __all_sync(unsigned m, int pred) { return simt_vote(m, pred, OP_ALL) == 0xffffffffu; }
 inline int __syncthreads_or(int pred)
 {
     simt_block->pred[threadIdx.x] = pred != 0;
@@ -166,6 +167,7 @@ inline int __syncthreads_or(int pred)
     simt_block->bar.arrive_and_wait();
     return r;
 }
+inline int __syncthreads_and(int pred) { return !__syncthreads_or(!pred); }
 inline void __syncthreads() { (void)__syncthreads_or(0); }
 
 /* kernels/common/ptx.cuh's part that schedule.cu and schedule.cuh use

@@ -75,10 +75,13 @@ struct Case {
     std::vector<int32_t> lens, table;
 };
 
-static std::vector<uint8_t> run(Case &c, bool warp, bool pages)
+/* One call on a fresh workspace (0xab), or on *prev, what an earlier
+ * call left (reuse). */
+static std::vector<uint8_t> run(Case &c, bool warp, bool pages,
+                                const std::vector<uint8_t> *prev = nullptr)
 {
     const Layout l = layout(c.p.batch, c.p.max_pieces);
-    std::vector<uint8_t> ws(l.total + 256, 0xab);
+    std::vector<uint8_t> ws = prev ? *prev : std::vector<uint8_t>(l.total + 256, 0xab);
     c.p.seq_lens = (uint64_t)(uintptr_t)c.lens.data();
     c.p.block_table = (uint64_t)(uintptr_t)c.table.data();
     mla_decode_params p = c.p;
@@ -201,8 +204,10 @@ static long checks;
         }                                                                           \
     } while (0)
 
+/* fresh: the workspace was all 0xab before the call (nothing written past
+ * the lists can then be checked); reused: the header's verdict expected. */
 static bool compare(const Case &c, const Ref &r, const std::vector<uint8_t> &ws, bool warp,
-                    bool pages)
+                    bool pages, bool fresh = true, bool reused = false)
 {
     const char *what = warp ? "warp path" : "block path";
     const mla_decode_params &p = c.p;
@@ -217,6 +222,7 @@ static bool compare(const Case &c, const Ref &r, const std::vector<uint8_t> &ws,
     CHECK(h->block_table == p.block_table && h->num_pages == p.num_pages &&
               h->max_pages_per_seq == p.max_pages_per_seq, "args");
     CHECK(h->num_combine == (int)r.comb.size(), "num_combine %d want %zu", h->num_combine, r.comb.size());
+    CHECK(h->reused == (reused ? 1 : 0), "reused %d want %d", h->reused, reused ? 1 : 0);
     CHECK(N <= p.max_pieces, "more pieces than max_pieces");
     if (pages)
         for (int i = 1; i < p.sched_ctas; i++)
@@ -232,9 +238,9 @@ static bool compare(const Case &c, const Ref &r, const std::vector<uint8_t> &ws,
     std::sort(cl.begin(), cl.end());
     CHECK(cl == r.comb, "clist: (request, pieces, first slot, 0) of each listed request");
     /* Nothing written past the lists. */
-    for (size_t i = l.clist + 16 * (size_t)h->num_combine; i < l.clist + 16 * (size_t)p.batch; i++)
+    for (size_t i = l.clist + 16 * (size_t)h->num_combine; fresh && i < l.clist + 16 * (size_t)p.batch; i++)
         CHECK(ws[i] == 0xab, "write past clist");
-    for (size_t i = l.pieces + 16 * (size_t)N; i < l.total + 256; i++)
+    for (size_t i = l.pieces + 16 * (size_t)N; fresh && i < l.total + 256; i++)
         CHECK(ws[i] == 0xab, "write past the pieces at byte %zu", i - l.pieces);
     /* The same multiset of pieces, stored by bucket (largest first). */
     std::vector<Piece> got(N), want = r.pieces;
@@ -306,7 +312,30 @@ static int host_sched_ctas(int batch)
     return s > 1 + MLA_SCHEDULE_MAX_CHECK_CTAS ? 1 + MLA_SCHEDULE_MAX_CHECK_CTAS : s;
 }
 
-static long cases, warp_cases, by_rule[2], max_np, n_badlen, n_badalone, n_flags, n_alone_warp;
+static long cases, warp_cases, by_rule[2], max_np, n_badlen, n_badalone, n_flags, n_alone_warp,
+    n_reused;
+
+/* A call, then the same lengths again on its workspace (kept if the first
+ * was clean: status 0), then one length changed (cut again). */
+static bool with_reuse(Case &c, const Ref &r, bool warp, bool pages)
+{
+    const char *what = "reuse";
+    std::vector<uint8_t> ws = run(c, warp, pages);
+    bool ok = compare(c, r, ws, warp, pages);
+    const bool clean = !(r.bad_len || r.bad_alone);
+    ws = run(c, warp, pages, &ws);
+    ok = ok && compare(c, r, ws, warp, pages, false, clean);
+    n_reused += clean;
+    if (!ok || c.p.batch == 0)
+        return ok;
+    Case d = c;
+    const int k = (int)(d.lens.size() - 1) / 2, old = d.lens[k];
+    d.lens[k] = old >= 1 && old <= d.p.max_seq_len ? old - 1 : 1;
+    const Ref rd = reference(d);
+    ws = run(d, warp, pages, &ws);
+    CHECK(d.lens[k] != old, "a changed length");
+    return compare(d, rd, ws, warp, pages, false, false);
+}
 static std::map<int, long> by_rounds;
 
 static bool one(Case &c, const char *name, bool verbose = false)
@@ -316,10 +345,10 @@ static bool one(Case &c, const char *name, bool verbose = false)
     const bool pages = c.p.sched_ctas > 1 && c.p.sched_ctas <= 6;
     bool ok = true;
     if (c.p.batch <= kWarpBatch) {
-        ok &= compare(c, r, run(c, true, pages), true, pages);
+        ok &= with_reuse(c, r, true, pages);
         warp_cases++;
     }
-    ok &= compare(c, r, run(c, false, pages), false, pages);
+    ok &= with_reuse(c, r, false, pages);
     cases++;
     by_rule[r.rule.parts]++;
     n_badlen += r.bad_len;
@@ -372,6 +401,39 @@ int main(int argc, char **argv)
         std::vector<int> l1 = {100000};
         c = make_case(1, 64, 132, 2, 2, 64, 65536, l1, 1, 0);
         ok &= one(c, "b1 too long", true);
+    }
+    /* Kept lengths, the block table changed under them (CTA 0 alone):
+     * clean and cut, then a bad entry (kept, OUT_OF_BOUNDS), then the
+     * entry mended (cut again: the last verdict was not clean), then kept. */
+    for (int batch : {8, 40}) {
+        for (bool warp : {true, false}) {
+            if (warp && batch > kWarpBatch)
+                continue;
+            std::vector<int> l(batch);
+            for (auto &v : l) v = (int)rnd(1, 5000);
+            Case c = make_case(batch, 64, 132, 2, 2, 64, 8192, l, 1, 0);
+            static char name[64];
+            snprintf(name, sizeof name, "reuse b%d %s, block table changed", batch, warp ? "warp" : "block");
+            cur_case = name;
+            const char *what = name;
+            auto step = [&](std::vector<uint8_t> &ws, bool first, bool reused) {
+                const Ref r = reference(c);
+                ws = run(c, warp, false, first ? nullptr : &ws);
+                return compare(c, r, ws, warp, false, first, reused);
+            };
+            std::vector<uint8_t> ws;
+            int32_t &e = c.table[(size_t)3 * c.p.max_pages_per_seq];
+            const int32_t good = e;
+            bool seq = step(ws, true, false);
+            e = -1;
+            seq = seq && step(ws, false, true);
+            seq = seq && ((const mla_ws_header *)ws.data())->status == (int)MLA_STATUS_OUT_OF_BOUNDS;
+            e = good;
+            seq = seq && step(ws, false, false) && step(ws, false, true);
+            if (!seq)
+                fprintf(stderr, "MISMATCH [%s] %s: the sequence\n", cur_case, what);
+            ok &= seq;
+        }
     }
     /* CTA 0 alone: a bad entry in the last request, then in another. */
     for (int batch = 1; batch <= 32 && ok; batch++)
@@ -437,8 +499,8 @@ int main(int argc, char **argv)
     }
     printf("%s: %ld cases (%ld through both paths), %ld checks, rule equal %ld parts %ld, most pieces %ld, %ld exchanges\n",
            ok ? "PASS" : "FAIL", cases, warp_cases, checks, by_rule[0], by_rule[1], max_np, simt_exchanges.load());
-    printf("bad lengths %ld, bad pages found by CTA 0 alone (warp path) %ld, warp-path cases alone %ld, CTA flags set %ld\n",
-           n_badlen, n_badalone, n_alone_warp, n_flags);
+    printf("bad lengths %ld, bad pages found by CTA 0 alone (warp path) %ld, warp-path cases alone %ld, CTA flags set %ld, schedules kept %ld\n",
+           n_badlen, n_badalone, n_alone_warp, n_flags, n_reused);
     printf("rounds of 32 pieces:");
     for (auto &kv : by_rounds) printf(" %d:%ld", kv.first, kv.second);
     printf("\n");

@@ -64,6 +64,8 @@ struct mla_ws_header {
     int64_t num_pages;
     int32_t max_pages_per_seq;
     int32_t num_combine;       /* requests in ws_clist */
+    int32_t reused;            /* 1: the last schedule call kept the pieces it found
+                                  (schedule.cu, reuse); 0: it cut them */
 };
 
 /* Parameters of the scheduler, decode and combine kernels. */

@@ -146,7 +146,8 @@ MLA_DEV void reduce_stats(Stats &s, Shared &sh)
 }
 
 /* The header, last (bad: a bad length or, when alone, entry). */
-MLA_DEV void write_header(const mla_decode_params &p, bool bad, int npieces, int ncombine)
+MLA_DEV void write_header(const mla_decode_params &p, bool bad, int npieces, int ncombine,
+                          bool reused = false)
 {
     mla_ws_header *h = ws_header(p);
     h->status = bad ? (int32_t)MLA_STATUS_OUT_OF_BOUNDS : 0;
@@ -156,7 +157,39 @@ MLA_DEV void write_header(const mla_decode_params &p, bool bad, int npieces, int
     h->num_pages = p.num_pages;
     h->max_pages_per_seq = p.max_pages_per_seq;
     h->num_combine = ncombine;
+    h->reused = reused ? 1 : 0;
     h->magic = MLA_WS_MAGIC;
+}
+
+/*
+ * Reuse: the pieces, the combine's list and the kept lengths are a
+ * function of the lengths and the plan's layout alone (plan_tag), so a
+ * workspace whose header is a clean schedule of this layout (status 0)
+ * and whose kept lengths equal the lengths read now already holds this
+ * call's schedule.  The call then only checks the block table again and
+ * rewrites the header: a decode step's mla_decode() per layer cuts at
+ * the first layer, as mla_schedule() once a step would.  OldHeader is
+ * what the call reads of the header before it writes anything.
+ */
+struct OldHeader {
+    int4 head; /* status, magic, plan_tag, num_pieces */
+    int4 tail; /* max_pages_per_seq, num_combine, reused, - */
+};
+
+MLA_DEV OldHeader old_header(const mla_decode_params &p)
+{
+    return {header_head(p), ld_volatile_v4((const uint8_t *)ws_header(p) + 32)};
+}
+
+MLA_DEV bool reusable(const mla_decode_params &p, const OldHeader &o)
+{
+    return o.head.x == 0 && layout_matches(p, o.head);
+}
+
+/* The header of a reused schedule. */
+MLA_DEV void write_reused_header(const mla_decode_params &p, bool bad_page, const OldHeader &o)
+{
+    write_header(p, bad_page, o.head.w, o.tail.y, true);
 }
 
 /* Whether request b, of length len, has a bad block-table entry (the lanes
@@ -192,11 +225,14 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
     auto len_of = [&](int b) { return cached ? sh.len[b] : kept[b]; };
 
     /* 1: the lengths, read once; the tiles, and the cost line (every
-     * non-empty request's tiles plus one fixed cost). */
+     * non-empty request's tiles plus one fixed cost); whether they are
+     * the kept ones (reuse). */
+    const OldHeader old = old_header(p);
     long long tiles = 0, line = 0;
-    bool bad = false;
+    bool bad = false, same = true;
     for (int b = lo; b < hi; b++) {
         int len = lens[b];
+        same &= len == kept[b]; /* this thread's own entry, read before it is written */
         if (len < 0 || len > limit) {
             bad = true;
             len = 0;
@@ -222,6 +258,12 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
         for (int b = tid >> 5; b < p.batch; b += kWarps)
             bad_page |= bad_pages(p, b, len_of(b), lane);
     const bool bad_len = __syncthreads_or(bad) != 0;
+    if (__syncthreads_and(same) && !bad_len && reusable(p, old)) {
+        bad_page = __syncthreads_or(bad_page) != 0;
+        if (tid == 0)
+            write_reused_header(p, bad_page, old);
+        return;
+    }
 
     /* 2: the equal-split candidates, and the rule. */
     float cr[kRounds];
@@ -363,11 +405,26 @@ MLA_DEV void cut_warp(const mla_decode_params &p)
     const int b = (int)lane;
     const bool here = b < p.batch;
     bool bad_len = false, bad_page = false;
+    /* Reuse, decided by every warp alike before any of them writes. */
+    const OldHeader old = old_header(p);
+    const int len_in = here ? lens[b] : 0;
+    const bool same = !here || (len_in == ((const int32_t *)(ws + p.ws_lens))[b] && len_in >= 0 &&
+                                len_in <= limit);
+    if (__syncthreads_and(__all_sync(full, same) && reusable(p, old))) {
+        if (p.sched_ctas == 1) {
+            for (int rb = warp; rb < p.batch; rb += kWarps)
+                bad_page |= request_bad_pages(p, rb, __shfl_sync(full, len_in, rb), limit, lane);
+            bad_page = __syncthreads_or(bad_page) != 0;
+        }
+        if (threadIdx.x == 0)
+            write_reused_header(p, bad_page, old);
+        return;
+    }
     if (warp < kRules) {
         /* 1 (cut_pieces' pass 1), in each of warps 0-4: the length, the
          * tiles, where the request starts on the cost line (c0), the
          * totals. */
-        int len = here ? lens[b] : 0;
+        int len = len_in;
         const bool bad = len < 0 || len > limit;
         if (bad)
             len = 0;
@@ -423,7 +480,7 @@ MLA_DEV void cut_warp(const mla_decode_params &p)
     } else if (p.sched_ctas == 1) {
         /* The block table, a warp a request, the lengths read once a
          * warp. */
-        const int len_l = here ? lens[b] : -1;
+        const int len_l = here ? len_in : -1;
         for (int rb = warp - kRules; rb < p.batch; rb += kWarps - kRules) {
             bad_page |= request_bad_pages(p, rb, __shfl_sync(full, len_l, rb), limit, lane);
         }

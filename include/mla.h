@@ -567,10 +567,14 @@ MLA_API mla_status_t mla_plan_workspace_size(const mla_plan_t *plan, size_t *byt
  *
  * The keys of the step are split into pieces of equal cost whatever the
  * mix of lengths, so that every multiprocessor gets an equal share; the
- * split is computed on the device from @p seq_lens at each call.  A
- * decode step that calls mla_decode() once per layer computes the same
- * split each time: mla_schedule() once per step followed by
- * mla_decode_scheduled() per layer computes it once.  mla_decode() is
+ * split is made on the device from @p seq_lens.  It depends on the
+ * lengths and the plan's layout alone, so a call whose lengths are the
+ * ones the split already in @p workspace was made for (by a call of a
+ * plan of the same layout, see mla_schedule()) keeps that split and only
+ * checks the block table again: a decode step that calls mla_decode()
+ * once per layer with one workspace makes the split at its first layer.
+ * mla_schedule() once per step followed by mla_decode_scheduled() per
+ * layer makes it once whatever the workspace held; mla_decode() is
  * mla_schedule() followed by mla_decode_scheduled() on the same stream.
  *
  * The call never allocates and never synchronizes; it is capturable into

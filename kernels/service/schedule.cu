@@ -20,7 +20,10 @@
  * is on the critical path of mla_decode.  The block-table entries are
  * checked by CTA 0 when it is alone (by all its warps on the block path,
  * by warps 5-7 on the warp path), else at the same time by CTAs 1.., one
- * warp a request, each into its flag byte (no memset).
+ * warp a request, each into its flag byte (no memset).  Both paths first
+ * compare the lengths with the kept ones: a workspace that already holds
+ * this call's schedule keeps it (reuse, below), and CTA 0 then only checks
+ * the block table (when alone) and rewrites the header.
  *
  * SPDX-License-Identifier: MIT
  */

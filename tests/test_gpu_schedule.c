@@ -11,6 +11,7 @@
 #include "../tools/devmem.h"
 #include "gpu_harness.h"
 #include "mla.h"
+#include "mla_params.h"
 #include "rng.h"
 
 /* ------------------------------------------------------------------ */
@@ -83,6 +84,12 @@ START_TEST(graph_replay)
         ST_OK(g_gpu, mla_workspace_status(plan, DPTR(ws), &dst));
         REQUIRE(dst == MLA_STATUS_SUCCESS, "replay %d: device status %s", rep,
                 mla_status_string(dst));
+        /* The last schedule kernel kept the schedule: always in the
+         * graph of two decodes, in the scheduled one where the lengths
+         * are the replay's before. */
+        struct mla_ws_header h;
+        DM_OK(devmem_dtoh(&h, ws, sizeof(h)));
+        REQUIRE(h.reused == (!scheduled || rep == 3), "replay %d: reused %d", rep, h.reused);
         DM_OK(devmem_dtoh(gout, p.d_out, p.out_elems * 2));
         DM_OK(devmem_dtoh(glse, p.d_lse, p.lse_elems * 4));
         char label[160];

@@ -315,17 +315,16 @@ static int host_sched_ctas(int batch)
 static long cases, warp_cases, by_rule[2], max_np, n_badlen, n_badalone, n_flags, n_alone_warp,
     n_reused;
 
-/* A call, then the same lengths again on its workspace (kept if the first
- * was clean: status 0), then one length changed (cut again). */
+/* A call, then the same lengths again on its workspace (kept unless one
+ * is bad), then one length changed (cut again). */
 static bool with_reuse(Case &c, const Ref &r, bool warp, bool pages)
 {
     const char *what = "reuse";
     std::vector<uint8_t> ws = run(c, warp, pages);
     bool ok = compare(c, r, ws, warp, pages);
-    const bool clean = !(r.bad_len || r.bad_alone);
     ws = run(c, warp, pages, &ws);
-    ok = ok && compare(c, r, ws, warp, pages, false, clean);
-    n_reused += clean;
+    ok = ok && compare(c, r, ws, warp, pages, false, !r.bad_len);
+    n_reused += !r.bad_len;
     if (!ok || c.p.batch == 0)
         return ok;
     Case d = c;
@@ -402,15 +401,18 @@ int main(int argc, char **argv)
         c = make_case(1, 64, 132, 2, 2, 64, 65536, l1, 1, 0);
         ok &= one(c, "b1 too long", true);
     }
-    /* Kept lengths, the block table changed under them (CTA 0 alone):
-     * clean and cut, then a bad entry (kept, OUT_OF_BOUNDS), then the
-     * entry mended (cut again: the last verdict was not clean), then kept. */
+    /* Kept lengths, the block table changed under them (CTA 0 alone): cut,
+     * then a bad entry (kept, OUT_OF_BOUNDS), then the entry mended
+     * (kept), then the same lengths with fewer pages a row, so that one
+     * is past the limit (cut: OUT_OF_BOUNDS), then a batch whose lengths
+     * are not cached in shared memory, twice. */
     for (int batch : {8, 40}) {
         for (bool warp : {true, false}) {
             if (warp && batch > kWarpBatch)
                 continue;
             std::vector<int> l(batch);
             for (auto &v : l) v = (int)rnd(1, 5000);
+            l[0] = 4000;
             Case c = make_case(batch, 64, 132, 2, 2, 64, 8192, l, 1, 0);
             static char name[64];
             snprintf(name, sizeof name, "reuse b%d %s, block table changed", batch, warp ? "warp" : "block");
@@ -429,11 +431,20 @@ int main(int argc, char **argv)
             seq = seq && step(ws, false, true);
             seq = seq && ((const mla_ws_header *)ws.data())->status == (int)MLA_STATUS_OUT_OF_BOUNDS;
             e = good;
-            seq = seq && step(ws, false, false) && step(ws, false, true);
+            seq = seq && step(ws, false, true) && step(ws, false, true);
+            c = make_case(batch, 64, 132, 2, 2, 64, 8192, l, 1, 0, 128 - 40); /* limit 2560 */
+            seq = seq && step(ws, false, false) &&
+                  ((const mla_ws_header *)ws.data())->status == (int)MLA_STATUS_OUT_OF_BOUNDS;
             if (!seq)
                 fprintf(stderr, "MISMATCH [%s] %s: the sequence\n", cur_case, what);
             ok &= seq;
         }
+    }
+    {
+        std::vector<int> l(4100);
+        for (auto &v : l) v = (int)rnd(0, 8192);
+        Case c = make_case(4100, 64, 528, 2, 2, 64, 8192, l, host_sched_ctas(4100), 0);
+        ok &= one(c, "b4100 (lengths not cached), twice");
     }
     /* CTA 0 alone: a bad entry in the last request, then in another. */
     for (int batch = 1; batch <= 32 && ok; batch++)

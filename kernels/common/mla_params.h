@@ -146,8 +146,12 @@ struct mla_append_params {
  * mla_schedule_pieces (kernels/service/schedule.cu), struct mla_decode_params
  *   grid (sched_ctas), block MLA_SCHEDULE_THREADS, no dynamic smem.
  *   CTA 0 reads every length once, checks 0 <= len <= min(max_seq_len,
- *   max_pages_per_seq * page_size), keeps the lengths it read (ws_lens)
- *   and cuts the step's work into pieces (below); the block-table entries
+ *   max_pages_per_seq * page_size), keeps the lengths it read (ws_lens;
+ *   0 for a bad one) and cuts the step's work into pieces (below), unless
+ *   the header already holds a schedule of this plan_tag and every length
+ *   is good and equal to its kept one: then the pieces and the combine's
+ *   list stay, and only the checks and the header are redone
+ *   (header.reused 1; the pieces depend on nothing else); the block-table entries
  *   of the pages [0, ceil(len / page_size)) must lie in [0, num_pages).
  *   With sched_ctas == 1, CTA 0 checks those entries too.  With more CTAs,
  *   CTA i >= 1 checks a share of them and writes its flag byte (1: bad).

@@ -166,13 +166,15 @@ MLA_DEV void write_header(const mla_decode_params &p, bool bad, int npieces, int
 
 /*
  * Reuse: the pieces, the combine's list and the kept lengths are a
- * function of the lengths and the plan's layout alone (plan_tag), so a
- * workspace whose header is a clean schedule of this layout (status 0)
- * and whose kept lengths equal the lengths read now already holds this
- * call's schedule.  The call then only checks the block table again and
- * rewrites the header: a decode step's mla_decode() per layer cuts at
- * the first layer, as mla_schedule() once a step would.  OldHeader is
- * what the call reads of the header before it writes anything.
+ * function of the kept lengths and the plan's layout alone (plan_tag; a
+ * bad length is kept as 0 and cut as such), so a workspace whose header
+ * is a schedule of this layout and whose kept lengths equal the lengths
+ * read now, each within the limit, already holds this call's schedule,
+ * whatever verdict its call recorded.  The call then only checks the
+ * block table again and rewrites the header: a decode step's
+ * mla_decode() per layer cuts at the first layer, as mla_schedule() once
+ * a step would.  OldHeader is what the call reads of the header before
+ * it writes anything.
  */
 struct OldHeader {
     int4 head; /* status, magic, plan_tag, num_pieces */
@@ -186,7 +188,7 @@ MLA_DEV OldHeader old_header(const mla_decode_params &p)
 
 MLA_DEV bool reusable(const mla_decode_params &p, const OldHeader &o)
 {
-    return o.head.x == 0 && layout_matches(p, o.head);
+    return layout_matches(p, o.head);
 }
 
 /* The header of a reused schedule. */

@@ -186,11 +186,6 @@ MLA_DEV OldHeader old_header(const mla_decode_params &p)
     return {header_head(p), ld_volatile_v4((const uint8_t *)ws_header(p) + 32)};
 }
 
-MLA_DEV bool reusable(const mla_decode_params &p, const OldHeader &o)
-{
-    return layout_matches(p, o.head);
-}
-
 /* The header of a reused schedule. */
 MLA_DEV void write_reused_header(const mla_decode_params &p, bool bad_page, const OldHeader &o)
 {
@@ -210,6 +205,19 @@ MLA_DEV bool request_bad_pages(const mla_decode_params &p, int b, long long limi
                                uint32_t lane)
 {
     return request_bad_pages(p, b, ((const int32_t *)p.seq_lens)[b], limit, lane);
+}
+
+/* The warp path's block table when CTA 0 is alone: a warp a request, over
+ * warps first..kWarps-1; lane b of every warp holds request b's length in
+ * len. */
+MLA_DEV bool warps_bad_pages(const mla_decode_params &p, int first, int len, long long limit,
+                             uint32_t lane)
+{
+    const int warp = (int)(threadIdx.x >> 5);
+    bool bad = false;
+    for (int rb = warp - first; rb < p.batch; rb += kWarps - first)
+        bad |= request_bad_pages(p, rb, __shfl_sync(0xffffffffu, len, rb), limit, lane);
+    return bad;
 }
 
 /* CTA 0: lengths, pieces, header; the block table too when alone. */
@@ -263,7 +271,7 @@ MLA_DEV void cut_pieces(const mla_decode_params &p)
         for (int b = tid >> 5; b < p.batch; b += kWarps)
             bad_page |= bad_pages(p, b, len_of(b), lane);
     const bool bad_len = __syncthreads_or(bad) != 0;
-    if (__syncthreads_and(same) && !bad_len && reusable(p, old)) {
+    if (__syncthreads_and(same) && !bad_len && layout_matches(p, old.head)) {
         bad_page = __syncthreads_or(bad_page) != 0;
         if (tid == 0)
             write_reused_header(p, bad_page, old);
@@ -415,12 +423,9 @@ MLA_DEV void cut_warp(const mla_decode_params &p)
     const int len_in = here ? lens[b] : 0;
     const bool same = !here || (len_in == ((const int32_t *)(ws + p.ws_lens))[b] && len_in >= 0 &&
                                 len_in <= limit);
-    if (__syncthreads_and(__all_sync(full, same) && reusable(p, old))) {
-        if (p.sched_ctas == 1) {
-            for (int rb = warp; rb < p.batch; rb += kWarps)
-                bad_page |= request_bad_pages(p, rb, __shfl_sync(full, len_in, rb), limit, lane);
-            bad_page = __syncthreads_or(bad_page) != 0;
-        }
+    if (__syncthreads_and(__all_sync(full, same) && layout_matches(p, old.head))) {
+        if (p.sched_ctas == 1)
+            bad_page = __syncthreads_or(warps_bad_pages(p, 0, len_in, limit, lane)) != 0;
         if (threadIdx.x == 0)
             write_reused_header(p, bad_page, old);
         return;
@@ -483,12 +488,7 @@ MLA_DEV void cut_warp(const mla_decode_params &p)
             wc.maxp = maxp;
         }
     } else if (p.sched_ctas == 1) {
-        /* The block table, a warp a request, the lengths read once a
-         * warp. */
-        const int len_l = here ? len_in : -1;
-        for (int rb = warp - kRules; rb < p.batch; rb += kWarps - kRules) {
-            bad_page |= request_bad_pages(p, rb, __shfl_sync(full, len_l, rb), limit, lane);
-        }
+        bad_page = warps_bad_pages(p, kRules, len_in, limit, lane); /* the lengths read once */
     }
     __syncthreads();
 

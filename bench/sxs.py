@@ -40,6 +40,11 @@ small batches that cache stays in L2 from one call to the next.
 ask for then stays in L2, and the times are the kernels' without DRAM (for a load-bound kernel: how far its
 consumers are from the loads).
 
+--power samples the board's power and SM clock (nvidia-smi, every 5 ms) while each graph replays and prints
+their means per graph on a line after the shape's rows: for telling whether a library's graph runs at the card's
+power limit and at what clock.  Use enough --reps for a few hundred samples (a replay of 10 calls at h128 b132
+s8192 takes about 5 ms).
+
 --trace-dir DIR, for builds configured with --enable-kernel-trace (their build info ends in "trace"): their
 workspaces start zeroed, and after each shape's timing the wide BF16 kernel's step stamps of the last call (the
 workspace's last 2 MiB) go to DIR/LABEL-SHAPE.bin, for bench/trace.py.  The stamps make that build slower.
@@ -60,6 +65,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import torch
@@ -323,6 +329,52 @@ def replay_time(g, calls):
     return a.elapsed_time(b) * 1000 / calls
 
 
+class PowerLog:
+    """nvidia-smi's samples of board power (W) and SM clock (MHz), each stamped with the host's monotonic clock
+    as it arrives; mean(windows) averages those inside the given (start, end) windows."""
+
+    def __init__(self, ms=5):
+        def smi(q, gpu):
+            r = subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader,nounits", f"-i={gpu}"],
+                               capture_output=True, text=True)
+            return r.returncode == 0 and "N/A" not in r.stdout and "ERR" not in r.stdout
+        # The GPU PyTorch uses, by UUID (its index may differ from nvidia-smi's under CUDA_VISIBLE_DEVICES).
+        try:
+            gpu = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
+            gpu = gpu if gpu.startswith("GPU-") else "GPU-" + gpu
+        except (AttributeError, RuntimeError):
+            gpu = "0"
+        if not smi("clocks.sm", gpu):
+            gpu = "0"
+        q = "power.draw.instant,clocks.sm"
+        if not smi(q, gpu):
+            q = "power.draw,clocks.sm"  # drivers without the instant reading: a 1-s average
+        self.query = q if gpu != "0" else q + ", nvidia-smi's GPU 0"
+        self.proc = subprocess.Popen(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader,nounits",
+                                      f"-lms={ms}", f"-i={gpu}"], stdout=subprocess.PIPE, text=True)
+        self.samples = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            try:
+                w, mhz = (float(x) for x in line.split(","))
+            except ValueError:
+                continue
+            self.samples.append((time.monotonic(), w, mhz))
+
+    def mean(self, windows):
+        got = [(w, mhz) for t, w, mhz in list(self.samples) for a, b in windows if a <= t <= b]
+        if not got:
+            return None
+        return len(got), sum(w for w, _ in got) / len(got), sum(m for _, m in got) / len(got)
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
 class Timing:
     """The graphs of one shape and their times: each median over reps of one replay, over calls (us per
     call).  By default a graph is timed as it is added, its reps in a row; with interleave, every graph is
@@ -331,15 +383,16 @@ class Timing:
     doc/performance.md) falls on every graph alike.  With kernels, three more replays of each graph added with
     split=True run under PyTorch's profiler after the timing, and split(i) gives each kernel's mean duration."""
 
-    def __init__(self, calls, reps, interleave=False, kernels=False):
-        self.calls, self.reps, self.interleave, self.kernels = calls, reps, interleave, kernels
-        self.graphs, self.ts, self.splits, self.profile = [], [], [], []
+    def __init__(self, calls, reps, interleave=False, kernels=False, power=None):
+        self.calls, self.reps, self.interleave, self.kernels, self.power = calls, reps, interleave, kernels, power
+        self.graphs, self.ts, self.splits, self.profile, self.windows = [], [], [], [], []
 
     def add(self, body, split=False):
         self.graphs.append(capture(body))
         self.ts.append([])
         self.splits.append(None)
         self.profile.append(split and self.kernels)
+        self.windows.append([])
         i = len(self.graphs) - 1
         if not self.interleave:
             self._time([i])
@@ -352,7 +405,9 @@ class Timing:
     def _time(self, idx):
         for _ in range(self.reps):
             for i in idx:
+                t0 = time.monotonic()
                 self.ts[i].append(replay_time(self.graphs[i], self.calls))
+                self.windows[i].append((t0, time.monotonic()))
         for i in idx:
             if self.profile[i]:
                 self.splits[i] = kernel_split(self.graphs[i])
@@ -363,6 +418,14 @@ class Timing:
 
     def split(self, i):
         return self.splits[i]
+
+    def watts(self, i):
+        """'W W, MHz MHz (n samples)' over graph i's replays, or None without --power."""
+        if self.power is None or i is None:
+            return None
+        time.sleep(0.05)  # the last samples of the replays still in the pipe
+        m = self.power.mean(self.windows[i])
+        return f"{m[1]:.0f} W, {m[2]:.0f} MHz ({m[0]} samples)" if m else "no samples"
 
 
 def kernel_split(g, reps=3):
@@ -434,6 +497,8 @@ def main():
                     help="also print each kernel's mean duration in the decode and FlashMLA graphs")
     ap.add_argument("--hot-pages", action="store_true",
                     help="request b reads pages 2b, 2b + 1 in turn: the cache stays in L2 (a diagnostic)")
+    ap.add_argument("--power", action="store_true",
+                    help="print the mean board power and SM clock during each graph's replays (nvidia-smi)")
     ap.add_argument("--trace-dir", help="save the step stamps of kernel trace builds here (see above)")
     ap.add_argument("--interleave", action="store_true",
                     help="per shape, capture every graph first and replay them in turns, for comparing builds "
@@ -446,6 +511,7 @@ def main():
                  for b in a.batch.split(",") for q in a.q_len.split(",") for s in a.seq_len.split(",")
                  for d in a.dist.split(",")]
     fm = FlashMLA(a.flashmla_anchor, a.flashmla_module)
+    power = PowerLog() if a.power else None
     libs = []  # (label, Mla, kernel name)
     for i, spec in enumerate(a.lib):
         label, _, rest = spec.rpartition("=") if "=" in spec else (f"lib{i}", "", spec)
@@ -495,7 +561,7 @@ def main():
             copies.append((k, sc.clone() if sc is not None else None, k if deq is kv else deq.clone()))
         ref, fm_run = fm.dense(pb, deq, causal)
         fm_runs = [fm_run] + [fm.dense(pb, d, causal)[1] for _, _, d in copies[1:]]
-        tm = Timing(a.calls, a.reps, a.interleave, a.kernels)
+        tm = Timing(a.calls, a.reps, a.interleave, a.kernels, power)
         s_fm = tm.add(cycle(fm_runs, a.calls), split=True)
         s_sp = None
         if fmt == "ds_mla" and h in (64, 128):
@@ -561,10 +627,17 @@ def main():
             if a.kernels:
                 row["kernels_us"] = dict(libmla_decode=tm.split(s_dec), flashmla=tm.split(s_fm))
                 print(f"#   kernels, us: libmla decode: {tm.split(s_dec)}; FlashMLA: {tm.split(s_fm)}", flush=True)
+            if power:
+                pw = dict(libmla_decode=tm.watts(s_dec), libmla_step=tm.watts(s_step), flashmla=tm.watts(s_fm))
+                row["power"] = pw
+                print(f"#   power ({power.query}): libmla decode {pw['libmla_decode']}; step {pw['libmla_step']}; "
+                      f"FlashMLA {pw['flashmla']}", flush=True)
         # What holds the shape's tensors (the calls, FlashMLA's closures), before its cache goes.
         tm = runs = call = got = fm_run = fm_runs = sps = copies = None
         del pb, kv, sc, deq, ref
         torch.cuda.empty_cache()
+    if power:
+        power.close()
     if a.json:
         with open(a.json, "w") as f:
             info = {lb: m.info for lb, m, _ in libs} if multi else libs[0][1].info

@@ -493,6 +493,10 @@ MLA_API void mla_plan_destroy(mla_plan_t *plan);
  * must not be used by two calls in flight at once.  It holds the split
  * schedule of the last mla_decode() or mla_schedule() and the status of
  * the last call (see mla_workspace_status()); it needs no initialization.
+ * A call reads the schedule that the last one left before it writes its
+ * own (to keep it when the lengths are unchanged), so compute-sanitizer's
+ * initcheck reports the first call's reads of a workspace nothing has
+ * written; set it once (cudaMemset) to run under that tool.
  *
  * @param plan       Plan.
  * @param[out] bytes Receives the size; never 0.

@@ -423,7 +423,6 @@ class Timing:
         """'W W, MHz MHz (n samples)' over graph i's replays, or None without --power."""
         if self.power is None or i is None:
             return None
-        time.sleep(0.05)  # the last samples of the replays still in the pipe
         m = self.power.mean(self.windows[i])
         return f"{m[1]:.0f} W, {m[2]:.0f} MHz ({m[0]} samples)" if m else "no samples"
 
@@ -628,6 +627,7 @@ def main():
                 row["kernels_us"] = dict(libmla_decode=tm.split(s_dec), flashmla=tm.split(s_fm))
                 print(f"#   kernels, us: libmla decode: {tm.split(s_dec)}; FlashMLA: {tm.split(s_fm)}", flush=True)
             if power:
+                time.sleep(0.05)  # the last samples of the replays still in nvidia-smi's pipe
                 pw = dict(libmla_decode=tm.watts(s_dec), libmla_step=tm.watts(s_step), flashmla=tm.watts(s_fm))
                 row["power"] = pw
                 print(f"#   power ({power.query}): libmla decode {pw['libmla_decode']}; step {pw['libmla_step']}; "

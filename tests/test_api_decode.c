@@ -257,6 +257,77 @@ START_TEST(schedule_then_decode)
 }
 END_TEST
 
+/* mla_decode leaves the schedule mla_schedule would have (mla_decode is
+ * mla_schedule followed by mla_decode_scheduled): a decode_scheduled
+ * after it takes its lengths, not those of an older schedule or of a
+ * fresh workspace; a plan of another layout neither takes nor changes the
+ * schedule, and a workspace holding none is left as it was. */
+START_TEST(decode_leaves_schedule)
+{
+    struct fixture f;
+    fx_init(&f, 0);
+    const size_t out_bytes = FX_BATCH * FX_HEADS * 512 * 2;
+    uint16_t *ref = malloc(out_bytes);
+    uint8_t *ws_copy = malloc(f.ws_size);
+    float ref_lse[2 * 16];
+    mla_status_t dst;
+    ck_assert(ref && ws_copy);
+    memset(f.ws, 0, f.ws_size);
+    ck_assert_int_eq(DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse, f.ws,
+                            f.ws_size), MLA_STATUS_SUCCESS);
+    memcpy(ref, f.out, out_bytes);
+    memcpy(ref_lse, f.lse, sizeof(ref_lse));
+
+    int32_t older[2] = {7, 30};
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) { /* an older schedule of other lengths, then mla_decode */
+            ck_assert_int_eq(mla_schedule(f.plan, 4, f.table, 2, older, f.ws, f.ws_size, NULL), 0);
+            ck_assert_int_eq(DECODE(&f, f.q, f.kv, NULL, 4, f.table, 2, f.lens, f.out, f.lse,
+                                    f.ws, f.ws_size), MLA_STATUS_SUCCESS);
+        }
+        memset(f.out, 0xA5, out_bytes);
+        memset(f.lse, 0xA5, sizeof(f.lse));
+        ck_assert_int_eq(mla_decode_scheduled(f.plan, f.q, f.kv, NULL, 4, f.table, 2, f.out,
+                                              f.lse, f.ws, f.ws_size, NULL),
+                         MLA_STATUS_SUCCESS);
+        ck_assert_msg(memcmp(ref, f.out, out_bytes) == 0, "round %d: output", round);
+        ck_assert_msg(memcmp(ref_lse, f.lse, sizeof(ref_lse)) == 0, "round %d: LSE", round);
+    }
+
+    /* Another layout's mla_decode_scheduled: refused, the schedule kept. */
+    mla_plan_t *other;
+    size_t other_ws = 0;
+    ck_assert_int_eq(mla_plan_create(&other, f.ctx, f.cfg, 1, 32), 0);
+    ck_assert_int_eq(mla_plan_workspace_size(other, &other_ws), 0);
+    ck_assert_uint_le(other_ws, f.ws_size);
+    memcpy(ws_copy, f.ws, f.ws_size);
+    memset(f.out, 0xA5, out_bytes);
+    memset(f.lse, 0xA5, sizeof(f.lse));
+    ck_assert_int_eq(mla_decode_scheduled(other, f.q, f.kv, NULL, 4, f.table, 2, f.out, f.lse,
+                                          f.ws, other_ws, NULL),
+                     MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert(untouched(&f));
+    ck_assert(memcmp(ws_copy, f.ws, f.ws_size) == 0);
+    ck_assert_int_eq(mla_workspace_status(f.plan, f.ws, &dst), 0);
+    ck_assert_int_eq(dst, MLA_STATUS_SUCCESS);
+    mla_plan_destroy(other);
+
+    /* A workspace that holds no schedule: refused, left as it was, and
+     * mla_workspace_status still finds none. */
+    memset(f.ws, 0x5a, f.ws_size);
+    memcpy(ws_copy, f.ws, f.ws_size);
+    ck_assert_int_eq(mla_decode_scheduled(f.plan, f.q, f.kv, NULL, 4, f.table, 2, f.out, f.lse,
+                                          f.ws, f.ws_size, NULL),
+                     MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert(untouched(&f));
+    ck_assert(memcmp(ws_copy, f.ws, f.ws_size) == 0);
+    ck_assert_int_eq(mla_workspace_status(f.plan, f.ws, &dst), MLA_STATUS_INVALID_ARGUMENT);
+    free(ws_copy);
+    free(ref);
+    fx_fini(&f);
+}
+END_TEST
+
 START_TEST(decode_needs_scales)
 {
     struct fixture f;
@@ -430,6 +501,7 @@ void add_decode_tests(TCase *tc)
     tcase_add_test(tc, plan_args);
     tcase_add_test(tc, decode_args);
     tcase_add_test(tc, schedule_then_decode);
+    tcase_add_test(tc, decode_leaves_schedule);
     tcase_add_test(tc, decode_needs_scales);
     tcase_add_test(tc, append_args);
     tcase_add_test(tc, decode_lse_over_seq_lens);

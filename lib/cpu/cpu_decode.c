@@ -302,26 +302,17 @@ static void frozen_free(struct frozen *fz)
     free(fz->pages);
 }
 
-/*
- * Copy each length and each block-table entry it uses exactly once and
- * check the copies; the decode then reads only those.  Nothing is written
- * to the caller's buffers.  OUT_OF_BOUNDS for a bad value, OUT_OF_MEMORY
- * if the copy cannot be made.
- */
-static mla_status_t freeze(const mla_plan_t *plan, const struct mla_decode_args *a,
-                           struct frozen *fz)
+/* Copy each length into lens (read once) and check the copies; *total
+ * counts the block-table entries they use, first[b] (if first) is request
+ * b's first of them.  OUT_OF_BOUNDS for a bad length. */
+static mla_status_t take_lengths(const mla_plan_t *plan, const struct mla_decode_args *a,
+                                 int32_t *lens, int64_t *first, int64_t *total)
 {
-    int64_t ps = plan->s.page_size;
-    int64_t cap = (int64_t)a->max_pages_per_seq * ps;
-    int64_t total = 0, k = 0;
-    int32_t b, p;
-    memset(fz, 0, sizeof *fz);
-    fz->lens = malloc((size_t)plan->batch * sizeof(int32_t));
-    fz->first = malloc((size_t)plan->batch * sizeof(int64_t));
-    if (!fz->lens || !fz->first)
-        return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory (CPU backend)");
-    for (b = 0; b < plan->batch; b++) {
-        int32_t len = fz->lens[b] = a->seq_lens[b];
+    const int64_t ps = plan->s.page_size;
+    const int64_t cap = (int64_t)a->max_pages_per_seq * ps;
+    *total = 0;
+    for (int32_t b = 0; b < plan->batch; b++) {
+        const int32_t len = lens[b] = a->seq_lens[b];
         if (len < 0)
             return mla__error(MLA_STATUS_OUT_OF_BOUNDS, "seq_lens[%d] = %d is negative",
                              (int)b, (int)len);
@@ -333,17 +324,27 @@ static mla_status_t freeze(const mla_plan_t *plan, const struct mla_decode_args 
             return mla__error(MLA_STATUS_OUT_OF_BOUNDS,
                              "seq_lens[%d] = %d exceeds max_pages_per_seq * MLA_PARAM_PAGE_SIZE = %lld",
                              (int)b, (int)len, (long long)cap);
-        fz->first[b] = total;
-        total += (len + ps - 1) / ps;
+        if (first)
+            first[b] = *total;
+        *total += (len + ps - 1) / ps;
     }
-    if ((uint64_t)total > SIZE_MAX / sizeof(int32_t) ||
-        !(fz->pages = malloc((size_t)(total ? total : 1) * sizeof(int32_t))))
-        return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory (CPU backend)");
-    for (b = 0; b < plan->batch; b++) {
+    return MLA_STATUS_SUCCESS;
+}
+
+/* Check each block-table entry the checked lengths use, read once (and
+ * copied into pages, if pages).  OUT_OF_BOUNDS for a bad entry. */
+static mla_status_t take_pages(const mla_plan_t *plan, const struct mla_decode_args *a,
+                               const int32_t *lens, int32_t *pages)
+{
+    const int64_t ps = plan->s.page_size;
+    int64_t k = 0;
+    for (int32_t b = 0; b < plan->batch; b++) {
         const int32_t *bt = a->block_table + (int64_t)b * a->max_pages_per_seq;
-        int32_t len = fz->lens[b], pages = (int32_t)((len + ps - 1) / ps);
-        for (p = 0; p < pages; p++, k++) {
-            int32_t e = fz->pages[k] = bt[p];
+        const int32_t len = lens[b], n = (int32_t)((len + ps - 1) / ps);
+        for (int32_t p = 0; p < n; p++, k++) {
+            const int32_t e = bt[p];
+            if (pages)
+                pages[k] = e;
             if (e < 0 || e >= a->num_pages)
                 return mla__error(MLA_STATUS_OUT_OF_BOUNDS,
                                  "block_table[%d][%d] = %d is outside [0, num_pages = %lld) "
@@ -353,6 +354,36 @@ static mla_status_t freeze(const mla_plan_t *plan, const struct mla_decode_args 
         }
     }
     return MLA_STATUS_SUCCESS;
+}
+
+/*
+ * Copy each length and each block-table entry it uses exactly once and
+ * check the copies; the decode then reads only those.  Nothing is written
+ * to the caller's buffers.  OUT_OF_BOUNDS for a bad value, OUT_OF_MEMORY
+ * if the copy cannot be made.
+ */
+static mla_status_t freeze(const mla_plan_t *plan, const struct mla_decode_args *a,
+                           struct frozen *fz)
+{
+    int64_t total = 0;
+    memset(fz, 0, sizeof *fz);
+    fz->lens = malloc((size_t)plan->batch * sizeof(int32_t));
+    fz->first = malloc((size_t)plan->batch * sizeof(int64_t));
+    if (!fz->lens || !fz->first)
+        return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory (CPU backend)");
+    mla_status_t st = take_lengths(plan, a, fz->lens, fz->first, &total);
+    if (st != MLA_STATUS_SUCCESS)
+        return st;
+    if ((uint64_t)total > SIZE_MAX / sizeof(int32_t) ||
+        !(fz->pages = malloc((size_t)(total ? total : 1) * sizeof(int32_t))))
+        return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory (CPU backend)");
+    return take_pages(plan, a, fz->lens, fz->pages);
+}
+
+/* Where a workspace keeps the schedule's lengths. */
+static int32_t *ws_lengths(const struct mla_decode_args *a)
+{
+    return (int32_t *)(void *)((uint8_t *)a->workspace + MLA_WS_HEADER_BYTES);
 }
 
 /* The workspace header as the GPU's schedule leaves it. */
@@ -453,22 +484,24 @@ mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_arg
     for (t = 0; t < nthreads; t++)
         scratch_free(&w[t].sc);
     free(w);
+    /* The schedule mla_schedule would leave: the lengths where
+     * mla_decode_scheduled reads them, and the header. */
+    memcpy(ws_lengths(a), fz.lens, (size_t)plan->batch * sizeof(int32_t));
     frozen_free(&fz);
     write_header(plan, a, MLA_STATUS_SUCCESS);
     return MLA_STATUS_SUCCESS;
 }
 
-/* mla_schedule: the checks of a decode, and the lengths kept. */
+/* mla_schedule: the checks of a decode, the lengths kept in the workspace
+ * (as read, as the GPU's; a bad one makes the header's status
+ * OUT_OF_BOUNDS); no allocation. */
 mla_status_t mla__cpu_schedule(const mla_plan_t *plan, const struct mla_decode_args *a)
 {
-    struct frozen fz;
-    const mla_status_t st = freeze(plan, a, &fz);
+    int64_t total;
+    mla_status_t st = take_lengths(plan, a, ws_lengths(a), NULL, &total);
     if (st == MLA_STATUS_SUCCESS)
-        memcpy((uint8_t *)a->workspace + MLA_WS_HEADER_BYTES, fz.lens,
-               (size_t)plan->batch * sizeof(int32_t));
-    frozen_free(&fz);
-    if (st == MLA_STATUS_SUCCESS || st == MLA_STATUS_OUT_OF_BOUNDS)
-        write_header(plan, a, st);
+        st = take_pages(plan, a, ws_lengths(a), NULL);
+    write_header(plan, a, st);
     return st;
 }
 
@@ -478,22 +511,27 @@ mla_status_t mla__cpu_decode_scheduled(const mla_plan_t *plan, const struct mla_
 {
     struct mla_ws_header h;
     memcpy(&h, a->workspace, sizeof(h));
-    if (h.magic != MLA_WS_MAGIC || h.plan_tag != plan->sched_tag ||
-        h.block_table != (uint64_t)(uintptr_t)a->block_table || h.num_pages != a->num_pages ||
+    /* As the GPU's decode: no schedule of this layout, nothing written
+     * (mla_workspace_status finds none); this layout's schedule made for
+     * another block table or cache, the call recorded as invalid. */
+    if (h.magic != MLA_WS_MAGIC || h.plan_tag != plan->sched_tag)
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT,
+                          "workspace = %p holds no schedule of this plan's layout "
+                          "(mla_schedule or mla_decode makes one)",
+                          a->workspace);
+    if (h.block_table != (uint64_t)(uintptr_t)a->block_table || h.num_pages != a->num_pages ||
         h.max_pages_per_seq != a->max_pages_per_seq) {
         h.status = (int32_t)MLA_STATUS_INVALID_ARGUMENT;
-        h.magic = MLA_WS_MAGIC;
-        h.plan_tag = plan->sched_tag;
         memcpy(a->workspace, &h, sizeof(h));
         return mla__error(MLA_STATUS_INVALID_ARGUMENT,
-                          "workspace = %p holds no schedule of this plan's layout for this "
-                          "block_table, max_pages_per_seq and num_pages (mla_schedule)",
+                          "the schedule in workspace = %p was made for another block_table, "
+                          "max_pages_per_seq or num_pages",
                           a->workspace);
     }
     if (h.status != MLA_STATUS_SUCCESS)
         return mla__error((mla_status_t)h.status, "the schedule in workspace = %p recorded %s",
                           a->workspace, mla_status_string((mla_status_t)h.status));
     struct mla_decode_args b = *a;
-    b.seq_lens = (const int32_t *)((const uint8_t *)a->workspace + MLA_WS_HEADER_BYTES);
+    b.seq_lens = ws_lengths(a);
     return mla__cpu_decode(plan, &b);
 }

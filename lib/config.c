@@ -134,7 +134,7 @@ static int config_arg(const mla_config_t *cfg, const char *name)
 {
     if (!mla__config_valid(cfg, name))
         return 0;
-    mla__bind(cfg);
+    mla__bind(cfg, cfg->serial);
     return 1;
 }
 
@@ -148,6 +148,7 @@ mla_status_t mla_config_create(mla_config_t **cfg)
     if (!c)
         return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory");
     c->magic = MLA_MAGIC_CONFIG;
+    c->serial = mla__new_serial();
     mla__shape_defaults(&c->s);
     *cfg = c;
     return MLA_STATUS_SUCCESS;
@@ -157,7 +158,6 @@ void mla_config_destroy(mla_config_t *cfg)
 {
     if (!cfg || cfg->magic != MLA_MAGIC_CONFIG)
         return;
-    mla__forget(cfg);
     cfg->magic = MLA_MAGIC_DEAD;
     free(cfg);
 }
@@ -174,6 +174,7 @@ mla_status_t mla_config_copy(mla_config_t **dst, const mla_config_t *src)
     if (!c)
         return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory");
     memcpy(c, src, sizeof(*c));
+    c->serial = mla__new_serial();
     *dst = c;
     return MLA_STATUS_SUCCESS;
 }
@@ -387,5 +388,5 @@ mla_status_t mla_config_get_float(const mla_config_t *cfg, mla_param_t param, do
 
 const char *mla_config_last_error(const mla_config_t *cfg)
 {
-    return cfg && cfg->magic == MLA_MAGIC_CONFIG ? mla__message(cfg) : "";
+    return cfg && cfg->magic == MLA_MAGIC_CONFIG ? mla__message(cfg, cfg->serial) : "";
 }

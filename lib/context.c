@@ -31,6 +31,7 @@ mla_status_t mla_context_create(mla_context_t **ctx, int device)
     if (!c)
         return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory");
     c->magic = MLA_MAGIC_CONTEXT;
+    c->serial = mla__new_serial();
     c->device = device;
     c->cpu_threads = cpu_threads();
     if (device == MLA_DEVICE_CPU) {
@@ -52,7 +53,6 @@ void mla_context_destroy(mla_context_t *ctx)
 {
     if (!ctx || ctx->magic != MLA_MAGIC_CONTEXT)
         return;
-    mla__forget(ctx);
     if (ctx->backend == MLA_BACKEND_CUDA)
         mla__gpu_context_fini(ctx);
     ctx->magic = MLA_MAGIC_DEAD;
@@ -61,5 +61,5 @@ void mla_context_destroy(mla_context_t *ctx)
 
 const char *mla_context_last_error(const mla_context_t *ctx)
 {
-    return ctx && ctx->magic == MLA_MAGIC_CONTEXT ? mla__message(ctx) : "";
+    return ctx && ctx->magic == MLA_MAGIC_CONTEXT ? mla__message(ctx, ctx->serial) : "";
 }

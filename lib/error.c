@@ -9,6 +9,7 @@
  *
  * SPDX-License-Identifier: MIT */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 
 struct thread_error {
     const void *handle; /* what the message is about; NULL for no handle */
+    uint64_t serial;    /* and that handle's serial */
     const char *func;   /* the public function running, for the prefix */
     char msg[MLA_ERRMSG_LEN];
 };
@@ -79,11 +81,13 @@ void mla__enter(const char *func)
     }
 }
 
-void mla__bind(const void *handle)
+void mla__bind(const void *handle, uint64_t serial)
 {
     struct thread_error *e = state(0);
-    if (e)
+    if (e) {
         e->handle = handle;
+        e->serial = serial;
+    }
 }
 
 mla_status_t mla__error(mla_status_t status, const char *fmt, ...)
@@ -103,22 +107,21 @@ mla_status_t mla__error(mla_status_t status, const char *fmt, ...)
     return status;
 }
 
-const char *mla__message(const void *handle)
+const char *mla__message(const void *handle, uint64_t serial)
 {
     const struct thread_error *e = state(0);
     if (!e)
         return "";
-    return !handle || e->handle == handle ? e->msg : "";
+    return !handle || (e->handle == handle && e->serial == serial) ? e->msg : "";
 }
 
-void mla__forget(const void *handle)
+uint64_t mla__new_serial(void)
 {
-    struct thread_error *e = state(0);
-    if (e && handle && e->handle == handle)
-        e->handle = NULL; /* a new object at the same address is another handle */
+    static atomic_uint_fast64_t next = 1;
+    return atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
 }
 
 const char *mla_last_error(void)
 {
-    return mla__message(NULL);
+    return mla__message(NULL, 0);
 }

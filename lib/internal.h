@@ -48,6 +48,7 @@ struct mla_shape {
 
 struct mla_config {
     uint32_t magic;
+    uint64_t serial; /* mla__new_serial(): this config among all made */
     struct mla_shape s;
 };
 
@@ -58,6 +59,7 @@ struct mla_gpu_plan;    /* lib/cuda/gpu_plan.c */
 
 struct mla_context {
     uint32_t magic;
+    uint64_t serial;             /* mla__new_serial(): this context among all made */
     int device;                  /* ordinal, or MLA_DEVICE_CPU */
     enum mla_backend backend;
     int cpu_threads;             /* CPU backend threads by default: online processors */
@@ -110,16 +112,18 @@ struct mla_append_args {
  * starts with mla__enter("its name"), which clears the calling thread's
  * message, then names the context or config the call concerns with
  * mla__bind() once that handle is known to be valid.  mla__error() writes
- * "name: text" for this thread only and returns status. */
+ * "name: text" for this thread only and returns status.  A handle is its
+ * address and its serial, so that a new object at a freed one's address
+ * is another handle in every thread. */
 void mla__enter(const char *func);
-void mla__bind(const void *handle);
+void mla__bind(const void *handle, uint64_t serial);
 mla_status_t mla__error(mla_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* This thread's message if its last call concerned handle (any handle
- * when NULL), else "". */
-const char *mla__message(const void *handle);
-/* A handle being destroyed: this thread's message no longer concerns it. */
-void mla__forget(const void *handle);
+/* This thread's message if its last call concerned the handle (any
+ * handle when NULL), else "". */
+const char *mla__message(const void *handle, uint64_t serial);
+/* A serial no context or config had before (never 0). */
+uint64_t mla__new_serial(void);
 /* Format a message into buf (MLA_ERRMSG_LEN, may be NULL); return status. */
 mla_status_t mla__fail(char *buf, mla_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -19,7 +19,7 @@ int mla__context_arg(const mla_context_t *ctx, const char *name)
                    "%s is not a context (destroyed, or another kind of handle)", name);
         return 0;
     }
-    mla__bind(ctx);
+    mla__bind(ctx, ctx->serial);
     return 1;
 }
 
@@ -39,7 +39,7 @@ int mla__plan_arg(const mla_plan_t *plan)
         mla__error(MLA_STATUS_INVALID_ARGUMENT, "the plan's context was destroyed");
         return 0;
     }
-    mla__bind(plan->ctx);
+    mla__bind(plan->ctx, plan->ctx->serial);
     return 1;
 }
 

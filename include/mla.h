@@ -55,7 +55,9 @@ struct CUstream_st;
  *
  * Conventions:
  *  - Every function that can fail returns ::mla_status_t.  On failure it
- *    writes nothing to any caller buffer and leaves a message for the
+ *    writes nothing to any caller buffer (but for a launch that fails
+ *    after the same call queued another: ::MLA_STATUS_CUDA_ERROR below)
+ *    and leaves a message for the
  *    calling thread, readable with mla_last_error(), and with
  *    mla_context_last_error() or mla_config_last_error() when the call
  *    concerned a context or config (see Threads below).  Messages start with
@@ -605,7 +607,10 @@ MLA_API mla_status_t mla_plan_workspace_size(const mla_plan_t *plan, size_t *byt
  *         ::MLA_STATUS_OUT_OF_BOUNDS (CPU backend);
  *         ::MLA_STATUS_OUT_OF_MEMORY (CPU backend, whose worker threads
  *         take host scratch memory; the CUDA path never allocates);
- *         ::MLA_STATUS_CUDA_ERROR if a launch failed.
+ *         ::MLA_STATUS_CUDA_ERROR if a launch failed (the call's kernels
+ *         queued before it still run: the schedule writes the workspace,
+ *         and where the combine's launch failed the decode has written
+ *         the rows of requests it did not split).
  */
 MLA_API mla_status_t mla_decode(mla_plan_t *plan, const void *q, const void *kv_cache,
                                 const float *kv_block_scales, int64_t num_pages,
@@ -671,12 +676,15 @@ MLA_API mla_status_t mla_schedule(mla_plan_t *plan, int64_t num_pages,
  * no @p seq_lens (the schedule's lengths are used) and no split
  * computation.  @p num_pages, @p block_table and @p max_pages_per_seq must
  * be the ones the schedule was made for (see mla_schedule()'s reuse
- * rule).  If the workspace holds no such schedule (never scheduled,
- * another plan layout, other block-table arguments) the call writes no
- * output and records ::MLA_STATUS_INVALID_ARGUMENT in the workspace (the
- * CPU backend returns it); if the schedule recorded bad input it writes
- * no output and the status stays ::MLA_STATUS_OUT_OF_BOUNDS.  Either way
- * no decode runs on that workspace until the next mla_schedule().
+ * rule).  If the workspace holds this plan layout's schedule made for
+ * other block-table arguments, the call writes no output and records
+ * ::MLA_STATUS_INVALID_ARGUMENT in the workspace; if it holds no schedule
+ * of this layout (never scheduled, another plan layout), the call writes
+ * nothing and mla_workspace_status() fails with
+ * ::MLA_STATUS_INVALID_ARGUMENT; if the schedule recorded bad input it
+ * writes no output and the status stays ::MLA_STATUS_OUT_OF_BOUNDS (the
+ * CPU backend returns these statuses).  Either way no decode runs on
+ * that workspace until the next mla_schedule() or mla_decode().
  *
  * @param plan              Plan.
  * @param q                 Queries, as in mla_decode().
@@ -694,7 +702,9 @@ MLA_API mla_status_t mla_schedule(mla_plan_t *plan, int64_t num_pages,
  *         ::MLA_STATUS_INVALID_ARGUMENT; ::MLA_STATUS_MISALIGNED;
  *         ::MLA_STATUS_SIZE_MISMATCH; ::MLA_STATUS_OUT_OF_BOUNDS (CPU
  *         backend); ::MLA_STATUS_OUT_OF_MEMORY (CPU backend);
- *         ::MLA_STATUS_CUDA_ERROR if a launch failed.
+ *         ::MLA_STATUS_CUDA_ERROR if a launch failed (as in mla_decode(),
+ *         a decode queued before a failed combine still writes the rows
+ *         of requests it did not split).
  */
 MLA_API mla_status_t mla_decode_scheduled(mla_plan_t *plan, const void *q, const void *kv_cache,
                                           const float *kv_block_scales, int64_t num_pages,
@@ -771,7 +781,9 @@ MLA_API mla_status_t mla_workspace_status(const mla_plan_t *plan, const void *wo
  *         ::MLA_STATUS_MISALIGNED; ::MLA_STATUS_NOT_SUPPORTED;
  *         ::MLA_STATUS_OUT_OF_BOUNDS (CPU: a slot past the cache, nothing
  *         written; CUDA: such rows are skipped, since slots live on the
- *         device); ::MLA_STATUS_CUDA_ERROR.
+ *         device); ::MLA_STATUS_CUDA_ERROR (a call of more than 2^31 - 1
+ *         rows is several launches, and those queued before the failed
+ *         one still write their rows).
  */
 MLA_API mla_status_t mla_kv_append(mla_context_t *ctx, const mla_config_t *cfg,
                                    void *kv_cache, float *kv_block_scales, int64_t num_pages,

@@ -93,6 +93,9 @@ mla_status_t mla__cpu_append(const struct mla_shape *s, int threads,
         int64_t slot = a->slots[i];
         if (slot < 0)
             continue; /* padding */
+        if (slot / s->page_size >= a->num_pages)
+            continue; /* changed since checked, by a thread racing this call: no write
+                         outside the cache */
         for (k = 0; k < h_kv; k++)
             write_row(s, a, kv_scale, latent + (i * h_kv + k) * MLA_D_QK, slot * h_kv + k);
     }

@@ -134,11 +134,11 @@ struct mla_append_params {
  * Kernels (extern "C"), one fatbin per source, and how to launch them.
  * Every kernel takes one `const __grid_constant__` struct by value (the
  * decode kernels use dynamic shared memory only; schedule and append have
- * a few bytes of static shared memory), and starts with
- * griddepcontrol.wait, so any of
- * them may be launched with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_-
- * SERIALIZATION (PDL) behind the kernel before it; without the attribute
- * the wait is a no-op.  The kernels that others depend on issue
+ * a few bytes of static shared memory).  The schedule, decode and
+ * combine kernels start with griddepcontrol.wait, so any of them may be
+ * launched with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+ * (PDL) behind the kernel before it; without the attribute the wait is a
+ * no-op.  mla_append has no wait and must be launched without PDL.  The kernels that others depend on issue
  * griddepcontrol.launch_dependents; that only lets the dependent grid be
  * scheduled early: its griddepcontrol.wait still waits for this grid to
  * complete and for its memory operations to be visible.

@@ -238,8 +238,10 @@ MLA_DEV float equal_estimate(const mla_decode_params &p, long long pieces, long 
 }
 
 /* The candidate (estimate est, piece size c) replaces the rule if its
- * estimate is no longer (ties: fewer pieces, the candidates come in
- * that order). */
+ * estimate is no longer: a tie goes to the later candidate, an equal
+ * split over the parts rule and, of the equal splits (tried from one wave
+ * to kRounds), the one over more waves (more pieces; the rule as
+ * measured). */
 MLA_DEV bool prefer(Rule &rule, float &best, int &maxp, float est, float c, int cmaxp)
 {
     if (!(est >= 0.0f && est <= best))

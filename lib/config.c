@@ -165,11 +165,13 @@ void mla_config_destroy(mla_config_t *cfg)
 mla_status_t mla_config_copy(mla_config_t **dst, const mla_config_t *src)
 {
     mla__enter("mla_config_copy");
-    if (!dst)
-        return mla__error(MLA_STATUS_INVALID_ARGUMENT, "dst is NULL");
-    *dst = NULL;
+    if (dst)
+        *dst = NULL;
+    /* The source first: the message of any other fault is then its. */
     if (!config_arg(src, "src"))
         return MLA_STATUS_INVALID_ARGUMENT;
+    if (!dst)
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT, "dst is NULL");
     mla_config_t *c = malloc(sizeof(*c));
     if (!c)
         return mla__error(MLA_STATUS_OUT_OF_MEMORY, "out of host memory");

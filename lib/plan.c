@@ -47,11 +47,13 @@ mla_status_t mla_plan_create(mla_plan_t **plan, mla_context_t *ctx, const mla_co
                              int32_t batch, int32_t max_seq_len)
 {
     mla__enter("mla_plan_create");
-    if (!plan)
-        return mla__error(MLA_STATUS_INVALID_ARGUMENT, "plan is NULL");
-    *plan = NULL;
+    if (plan)
+        *plan = NULL;
+    /* The context first: the message of any other fault is then its. */
     if (!mla__context_arg(ctx, "ctx"))
         return MLA_STATUS_INVALID_ARGUMENT;
+    if (!plan)
+        return mla__error(MLA_STATUS_INVALID_ARGUMENT, "plan is NULL");
     if (!mla__config_valid(cfg, "cfg"))
         return MLA_STATUS_INVALID_ARGUMENT;
     if (batch < 1 || batch > MLA_MAX_BATCH)

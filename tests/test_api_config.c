@@ -212,6 +212,7 @@ START_TEST(config_copy_and_nulls)
     int64_t v;
     ck_assert_int_eq(mla_config_create(NULL), MLA_STATUS_INVALID_ARGUMENT);
     ck_assert_int_eq(mla_config_copy(NULL, cfg), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(mla_config_last_error(cfg), "dst is NULL"));
     cp = (mla_config_t *)0x1;
     ck_assert_int_eq(mla_config_copy(&cp, NULL), MLA_STATUS_INVALID_ARGUMENT);
     ck_assert_ptr_null(cp);

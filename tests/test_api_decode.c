@@ -22,6 +22,7 @@ START_TEST(plan_args)
     size_t ws = 0;
 
     ck_assert_int_eq(mla_plan_create(NULL, ctx, cfg, 1, 1), MLA_STATUS_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(mla_context_last_error(ctx), "plan is NULL"));
     ck_assert_int_eq(mla_plan_create(&plan, NULL, cfg, 1, 1), MLA_STATUS_INVALID_ARGUMENT);
     ck_assert_ptr_null(plan);
     ck_assert_int_eq(mla_plan_create(&plan, ctx, NULL, 1, 1), MLA_STATUS_INVALID_ARGUMENT);

@@ -55,9 +55,10 @@ struct CUstream_st;
  *
  * Conventions:
  *  - Every function that can fail returns ::mla_status_t.  On failure it
- *    writes nothing to any caller buffer (but for a launch that fails
- *    after the same call queued another: ::MLA_STATUS_CUDA_ERROR below)
- *    and leaves a message for the
+ *    writes nothing to any caller buffer (but for the verdict some
+ *    failures record in a workspace, see mla_workspace_status(), and a
+ *    launch that fails after the same call queued another, see
+ *    ::MLA_STATUS_CUDA_ERROR in mla_decode()) and leaves a message for the
  *    calling thread, readable with mla_last_error(), and with
  *    mla_context_last_error() or mla_config_last_error() when the call
  *    concerned a context or config (see Threads below).  Messages start with

@@ -138,7 +138,7 @@ struct mla_append_params {
  * combine kernels start with griddepcontrol.wait, so any of them may be
  * launched with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
  * (PDL) behind the kernel before it; without the attribute the wait is a
- * no-op.  mla_append has no wait and must be launched without PDL.  The kernels that others depend on issue
+ * no-op.  mla_append has no wait: it is launched without PDL.  The kernels that others depend on issue
  * griddepcontrol.launch_dependents; that only lets the dependent grid be
  * scheduled early: its griddepcontrol.wait still waits for this grid to
  * complete and for its memory operations to be visible.
@@ -183,10 +183,10 @@ struct mla_append_params {
  *     of any kernel, when the schedule was made by an earlier call);
  *     it issues launch_dependents for mla_combine.
  *   CTA (x, y, z) runs piece z (M tile x, KV head y) unless the header is
- *   not this call's (magic, plan_tag, block_table, num_pages or
- *   max_pages_per_seq differ: CTA (0, 0, 0) then records
- *   MLA_STATUS_INVALID_ARGUMENT), the status word is not 0, or z >=
- *   num_pieces; such CTAs write nothing else.  A piece with partial slot
+ *   not this call's (magic or plan_tag differ: nothing is written;
+ *   block_table, num_pages or max_pages_per_seq differ: CTA (0, 0, 0)
+ *   records MLA_STATUS_INVALID_ARGUMENT), the status word is not 0, or
+ *   z >= num_pieces; such CTAs write nothing else.  A piece with partial slot
  *   -1 writes out and lse, otherwise its slot of ws_oaccum / ws_lseaccum.
  *   Page numbers read from the block table are clamped into the cache, so
  *   entries changed after the schedule checked them cannot move a read
@@ -204,7 +204,8 @@ struct mla_append_params {
  *   partial slots merged); the others the decode kernel wrote whole.
  *
  * mla_append (kernels/service/append.cu), struct mla_append_params
- *   grid (n, h_kv), block 64, no dynamic smem, no PDL requirement.
+ *   grid (n, h_kv), block 64, no dynamic smem; launched without PDL (it
+ *   has no griddepcontrol.wait).
  *   Skips rows with slot < 0 or slot >= num_pages * page_size.
  *
  * Workspace (byte offsets in the params, each 256-byte aligned):

@@ -90,7 +90,7 @@ mla_status_t mla__cpu_append(const struct mla_shape *s, int threads,
     }
 
     for (i = 0; i < a->n; i++) {
-        int64_t slot = a->slots[i];
+        const int64_t slot = *(const volatile int64_t *)&a->slots[i]; /* one read */
         if (slot < 0)
             continue; /* padding */
         if (slot / s->page_size >= a->num_pages)

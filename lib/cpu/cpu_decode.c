@@ -492,9 +492,11 @@ mla_status_t mla__cpu_decode(const mla_plan_t *plan, const struct mla_decode_arg
     return MLA_STATUS_SUCCESS;
 }
 
-/* mla_schedule: the checks of a decode, the lengths kept in the workspace
- * (as read, as the GPU's; a bad one makes the header's status
- * OUT_OF_BOUNDS); no allocation. */
+/* mla_schedule: the checks of a decode and the lengths kept in the
+ * workspace, without allocating.  A bad length or entry stops it (the
+ * lengths past a bad one are not written, where the GPU's writes 0 for a
+ * bad one) and makes the header's status OUT_OF_BOUNDS, which keeps
+ * every decode off them. */
 mla_status_t mla__cpu_schedule(const mla_plan_t *plan, const struct mla_decode_args *a)
 {
     int64_t total;

@@ -63,6 +63,12 @@ static void write_row(const struct mla_shape *s, const struct mla_append_args *a
     }
 }
 
+/* Whether a (non-padding) slot lies past the cache. */
+static int past_cache(const struct mla_shape *s, const struct mla_append_args *a, int64_t slot)
+{
+    return slot / s->page_size >= a->num_pages;
+}
+
 mla_status_t mla__cpu_append(const struct mla_shape *s, int threads,
                              const struct mla_append_args *a)
 {
@@ -81,7 +87,7 @@ mla_status_t mla__cpu_append(const struct mla_shape *s, int threads,
     /* All slots first, so that a bad one leaves the cache untouched. */
     for (i = 0; i < a->n; i++) {
         int64_t slot = a->slots[i];
-        if (slot >= 0 && slot / s->page_size >= a->num_pages)
+        if (slot >= 0 && past_cache(s, a, slot))
             return mla__error(MLA_STATUS_OUT_OF_BOUNDS,
                              "slots[%lld] = %lld is past the cache (num_pages %lld * "
                              "MLA_PARAM_PAGE_SIZE %d = %lld slots)",
@@ -93,7 +99,7 @@ mla_status_t mla__cpu_append(const struct mla_shape *s, int threads,
         const int64_t slot = *(const volatile int64_t *)&a->slots[i]; /* one read */
         if (slot < 0)
             continue; /* padding */
-        if (slot / s->page_size >= a->num_pages)
+        if (past_cache(s, a, slot))
             continue; /* changed since checked, by a thread racing this call: no write
                          outside the cache */
         for (k = 0; k < h_kv; k++)

@@ -251,12 +251,12 @@ START_TEST(message_not_inherited)
     pthread_join(t, NULL);
     pthread_barrier_destroy(&g_bar);
     ck_assert_int_eq(g_old_st, MLA_STATUS_INVALID_ARGUMENT);
-    if (g_new)
+    if (g_new) {
         ck_assert_str_eq(seen, "");
-    else /* the thread's own message is still there */
+    } else { /* the thread's own message is still there */
         ck_assert_ptr_nonnull(strstr(seen, "MLA_PARAM_PAGE_SIZE"));
-    if (!g_new)
         printf("message_not_inherited: no config was made at the freed address; not checked\n");
+    }
     for (int i = 0; i < n; i++)
         mla_config_destroy(held[i]);
     mla_config_destroy(base);

@@ -138,10 +138,11 @@ struct mla_append_params {
  * combine kernels start with griddepcontrol.wait, so any of them may be
  * launched with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
  * (PDL) behind the kernel before it; without the attribute the wait is a
- * no-op.  mla_append has no wait: it is launched without PDL.  The kernels that others depend on issue
- * griddepcontrol.launch_dependents; that only lets the dependent grid be
- * scheduled early: its griddepcontrol.wait still waits for this grid to
- * complete and for its memory operations to be visible.
+ * no-op.  mla_append has no wait: it is launched without PDL.  The
+ * kernels that others depend on issue griddepcontrol.launch_dependents;
+ * that only lets the dependent grid be scheduled early: its
+ * griddepcontrol.wait still waits for this grid to complete and for its
+ * memory operations to be visible.
  *
  * mla_schedule_pieces (kernels/service/schedule.cu), struct mla_decode_params
  *   grid (sched_ctas), block MLA_SCHEDULE_THREADS, no dynamic smem.
